@@ -1,0 +1,242 @@
+"""The version catalog (``clusters/versions.yaml``) and cluster topologies (``clusters/topologies/*.yaml``).
+
+Loading validates the files; resolving an operator's choice (combination, single component versions,
+Kubernetes minor, topology) either returns a consistent selection or raises :class:`UsageError` naming the
+known values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusters.layout import GpuLayout, GpuNode
+from fixtures.errors import UsageError
+
+CLUSTERS_DIR = Path(__file__).resolve().parent
+VERSIONS_FILE = CLUSTERS_DIR / "versions.yaml"
+TOPOLOGIES_DIR = CLUSTERS_DIR / "topologies"
+#: Label the suite puts on each worker (kind config) so GPU counts map onto nodes by index, not by name.
+WORKER_INDEX_LABEL = "kai-conformance/worker-index"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str  # kai | trainer | jobset
+    version: str
+    fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def minor(self) -> str:
+        """``v0.16.8`` → ``v0.16``."""
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def crds(self) -> str:
+        return self.fields["crds"]
+
+
+@dataclass(frozen=True)
+class Combination:
+    name: str
+    kai: Component
+    trainer: Component
+    jobset: Component
+    kubernetes: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"KAI {self.kai.version} · Trainer {self.trainer.version} · JobSet {self.jobset.version}"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    role: str  # control-plane | worker
+    gpus: int = 0
+    labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    description: str
+    nodes: tuple[NodeSpec, ...]
+    kind_extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def workers(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.nodes if n.role == "worker")
+
+    def kind_node_names(self, cluster_name: str) -> list[str]:
+        """Names kind gives the workers: ``<name>-worker``, ``<name>-worker2``, ..."""
+        return [f"{cluster_name}-worker{'' if i == 0 else i + 1}" for i in range(len(self.workers))]
+
+    def layout(self, cluster_name: str) -> GpuLayout:
+        """The GPU layout this topology gives a kind cluster named ``cluster_name``."""
+        names = self.kind_node_names(cluster_name)
+        return GpuLayout(
+            tuple(GpuNode(name, w.gpus, dict(w.labels)) for name, w in zip(names, self.workers, strict=True))
+        )
+
+
+@dataclass(frozen=True)
+class Catalog:
+    defaults: dict[str, Any]
+    components: dict[str, dict[str, Component]]
+    combinations: tuple[Combination, ...]
+    kubernetes: dict[str, dict[str, Any]]
+    tools: dict[str, Any]
+
+    # ---------------------------------------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, path: Path = VERSIONS_FILE) -> Catalog:
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"cannot read the version catalog {path}: {exc}") from exc
+        try:
+            components = {
+                kind: {version: Component(kind, version, dict(spec or {})) for version, spec in versions.items()}
+                for kind, versions in raw["components"].items()
+            }
+            combinations = tuple(
+                Combination(
+                    name=c["name"],
+                    kai=components["kai"][c["kai"]],
+                    trainer=components["trainer"][c["trainer"]],
+                    jobset=components["jobset"][c["jobset"]],
+                    kubernetes=tuple(str(v) for v in c["kubernetes"]),
+                )
+                for c in raw["combinations"]
+            )
+            catalog = cls(
+                defaults=dict(raw["defaults"]),
+                components=components,
+                combinations=combinations,
+                kubernetes={str(k): dict(v) for k, v in raw["kubernetes"].items()},
+                tools=dict(raw.get("tools") or {}),
+            )
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"{path} is malformed: missing or wrong entry {exc}") from exc
+        catalog._check(path)
+        return catalog
+
+    def _check(self, path: Path) -> None:
+        for combo in self.combinations:
+            paired = combo.trainer.fields.get("jobset")
+            if paired and paired != combo.jobset.version:
+                raise UsageError(
+                    f"{path}: combination {combo.name} pairs Trainer {combo.trainer.version} with JobSet "
+                    f"{combo.jobset.version}, but that Trainer ships JobSet {paired}"
+                )
+            missing = [k for k in combo.kubernetes if k not in self.kubernetes]
+            if missing:
+                raise UsageError(f"{path}: combination {combo.name} names Kubernetes {missing} without node image")
+        if self.defaults["combination"] not in {c.name for c in self.combinations}:
+            raise UsageError(f"{path}: default combination {self.defaults['combination']} is not listed")
+
+    # -------------------------------------------------------------------------------------------- resolving
+    def combination(self, name: str) -> Combination:
+        for combo in self.combinations:
+            if combo.name == name:
+                return combo
+        raise UsageError(
+            f"unknown version combination {name!r}. Known combinations: "
+            + ", ".join(c.name for c in self.combinations)
+            + " (clusters/versions.yaml)"
+        )
+
+    def resolve(
+        self,
+        combination: str | None = None,
+        *,
+        kai: str | None = None,
+        trainer: str | None = None,
+        jobset: str | None = None,
+    ) -> Combination:
+        """The combination named, or the supported one matching the given component versions.
+
+        Unspecified components default to the default combination's, so ``--kai-version v0.16.8`` alone
+        selects KAI v0.16.8 with the default Trainer and JobSet.
+        """
+        if combination:
+            chosen = self.combination(combination)
+            for comp, wanted in (("kai", kai), ("trainer", trainer), ("jobset", jobset)):
+                if wanted and getattr(chosen, comp).version != wanted:
+                    raise UsageError(
+                        f"--versions {combination} has {comp} {getattr(chosen, comp).version}, "
+                        f"but --{comp}-version {wanted} was also given; pass one or the other"
+                    )
+            return chosen
+        for comp, wanted in (("kai", kai), ("trainer", trainer), ("jobset", jobset)):
+            if wanted and wanted not in self.components[comp]:
+                raise UsageError(
+                    f"unknown {comp} version {wanted!r}. Supported: {', '.join(self.components[comp])} "
+                    "(clusters/versions.yaml)"
+                )
+        default = self.combination(self.defaults["combination"])
+        want_kai = kai or default.kai.version
+        want_trainer = trainer or (
+            next((t for t, c in self.components["trainer"].items() if c.fields.get("jobset") == jobset), None)
+            if jobset
+            else default.trainer.version
+        )
+        for combo in self.combinations:
+            if (
+                combo.kai.version == want_kai
+                and combo.trainer.version == want_trainer
+                and (jobset is None or combo.jobset.version == jobset)
+            ):
+                return combo
+        raise UsageError(
+            f"KAI {want_kai} + Trainer {want_trainer}"
+            + (f" + JobSet {jobset}" if jobset else "")
+            + " is not a supported combination. Supported: "
+            + "; ".join(c.describe() for c in self.combinations)
+        )
+
+    def kubernetes_minor(self, requested: str | None, combo: Combination) -> str:
+        minor = requested or str(self.defaults["kubernetes"])
+        minor = minor.removeprefix("v")
+        if minor.count(".") == 2:  # accept 1.35.0
+            minor = ".".join(minor.split(".")[:2])
+        if minor not in combo.kubernetes:
+            raise UsageError(
+                f"Kubernetes {minor} is not supported with {combo.name}; supported: {', '.join(combo.kubernetes)}"
+            )
+        return minor
+
+    def node_image(self, minor: str) -> str:
+        return self.kubernetes[minor]["node_image"]
+
+
+def available_topologies(directory: Path = TOPOLOGIES_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topology:
+    """A topology by name (a file in ``clusters/topologies``) or by path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = directory / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise UsageError(
+            f"unknown topology {name_or_path!r}; known: {', '.join(available_topologies(directory))} "
+            "(or a path to a topology YAML file)"
+        )
+    try:
+        raw = yaml.safe_load(path.read_text())
+        nodes = tuple(
+            NodeSpec(n["role"], int(n.get("gpus", 0)), {str(k): str(v) for k, v in (n.get("labels") or {}).items()})
+            for n in raw["nodes"]
+        )
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"topology {path} is malformed: {exc}") from exc
+    roles = {n.role for n in nodes}
+    if not roles <= {"control-plane", "worker"} or "control-plane" not in roles:
+        raise UsageError(f"topology {path}: roles must be control-plane/worker with at least one control-plane")
+    if any(n.gpus and n.role != "worker" for n in nodes):
+        raise UsageError(f"topology {path}: only workers may carry fake GPUs")
+    return Topology(path.stem, str(raw.get("description", "")), nodes, dict(raw.get("kind") or {}))

@@ -1,0 +1,54 @@
+"""The GPU layout of a cluster: which node offers how many GPUs.
+
+Suites compute their expectations from a layout (never from hard-coded numbers). It comes from the topology
+file for kind clusters and render mode, and from node allocatable on existing clusters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    name: str
+    gpus: int
+    labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class GpuLayout:
+    nodes: tuple[GpuNode, ...]
+
+    @property
+    def gpu_nodes(self) -> tuple[GpuNode, ...]:
+        """Nodes with at least one GPU, most GPUs first (ties by name, so the order is stable)."""
+        return tuple(sorted((n for n in self.nodes if n.gpus > 0), key=lambda n: (-n.gpus, n.name)))
+
+    @property
+    def total(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def max_per_node(self) -> int:
+        return max((n.gpus for n in self.nodes), default=0)
+
+    @property
+    def min_per_gpu_node(self) -> int:
+        return min((n.gpus for n in self.gpu_nodes), default=0)
+
+    def by_name(self) -> dict[str, int]:
+        return {n.name: n.gpus for n in self.nodes}
+
+    def pods_that_fit(self, gpus_per_pod: int) -> int:
+        """How many pods of ``gpus_per_pod`` GPUs fit on the empty cluster (per-node packing)."""
+        if gpus_per_pod <= 0:
+            raise ValueError("gpus_per_pod must be positive")
+        return sum(n.gpus // gpus_per_pod for n in self.nodes)
+
+    def describe(self) -> str:
+        if not self.gpu_nodes:
+            return "no GPU nodes"
+        return ", ".join(f"{n.name}={n.gpus}" for n in self.gpu_nodes) + f" (total {self.total})"

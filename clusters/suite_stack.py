@@ -1,0 +1,132 @@
+"""Run-wide objects the suite adds to every cluster: its training runtimes and its parent queue.
+
+The runtimes are modelled on Trainer's ``torch-distributed`` (one ``node`` replicatedJob labelled as the
+trainer ancestor step, a container named ``node``), with ``schedulerName: kai-scheduler`` in the pod template
+(the way KAI's podgrouper picks pods up, since Trainer has no KAI plugin) and a tiny image that stays Running.
+A twin runtime without ``schedulerName`` lets control cases run the same workload under the default scheduler.
+
+Tests create their own leaf queues under :data:`PARENT_QUEUE`, so their quotas never touch the cluster's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fixtures import kinds
+
+KAI_SCHEDULER_NAME = "kai-scheduler"
+RUNTIME = "kai-conformance-torch"
+DEFAULT_SCHEDULER_RUNTIME = "kai-conformance-torch-default-scheduler"
+PARENT_QUEUE = "kai-conformance"
+TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
+#: Requests of every workload container besides GPUs: tiny, so a small kind cluster holds every case.
+WORKLOAD_REQUESTS = {"cpu": "10m", "memory": "16Mi"}
+
+
+def unlimited_resources() -> dict[str, Any]:
+    """Queue resources with no guarantee and no limit (KAI: quota -1 = unlimited, limit -1 = no limit)."""
+    return {r: {"quota": -1, "limit": -1, "overQuotaWeight": 1} for r in ("cpu", "gpu", "memory")}
+
+
+def queue(name: str, *, parent: str | None = None, resources: dict[str, Any] | None = None, **spec: Any) -> dict:
+    body: dict[str, Any] = {"resources": resources or unlimited_resources(), **spec}
+    if parent:
+        body["parentQueue"] = parent
+    return {
+        "apiVersion": kinds.QUEUE.api_version,
+        "kind": kinds.QUEUE.kind,
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def pod_spec(image: str, *, scheduler_name: str | None = KAI_SCHEDULER_NAME, container: str = "node") -> dict:
+    spec: dict[str, Any] = {
+        # pause exits on SIGTERM at once; no grace period keeps evictions and cleanup fast.
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": container,
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "resources": {"requests": dict(WORKLOAD_REQUESTS)},
+            }
+        ],
+    }
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    return spec
+
+
+def replicated_job(
+    name: str,
+    image: str,
+    *,
+    scheduler_name: str | None = KAI_SCHEDULER_NAME,
+    ancestor: str | None = "trainer",
+    replicas: int = 1,
+    job_labels: dict[str, str] | None = None,
+    job_annotations: dict[str, str] | None = None,
+    pod_labels: dict[str, str] | None = None,
+    pod_annotations: dict[str, str] | None = None,
+    parallelism: int | None = None,
+    depends_on: list[dict[str, str]] | None = None,
+) -> dict:
+    """One replicatedJob of a runtime. ``ancestor="trainer"`` makes Trainer size it by ``numNodes``."""
+    labels = dict(job_labels or {})
+    if ancestor:
+        labels[TRAINER_ANCESTOR_LABEL] = ancestor
+    job_spec: dict[str, Any] = {"template": {"spec": pod_spec(image, scheduler_name=scheduler_name)}}
+    if pod_labels or pod_annotations:
+        job_spec["template"]["metadata"] = {
+            k: v for k, v in (("labels", pod_labels), ("annotations", pod_annotations)) if v
+        }
+    if parallelism is not None:
+        job_spec["parallelism"] = parallelism
+        job_spec["completions"] = parallelism
+    template: dict[str, Any] = {"spec": job_spec}
+    if labels or job_annotations:
+        template["metadata"] = {k: v for k, v in (("labels", labels), ("annotations", job_annotations)) if v}
+    rjob: dict[str, Any] = {"name": name, "replicas": replicas, "template": template}
+    if depends_on:
+        rjob["dependsOn"] = depends_on
+    return rjob
+
+
+def training_runtime(
+    name: str,
+    image: str,
+    *,
+    namespace: str | None = None,
+    scheduler_name: str | None = KAI_SCHEDULER_NAME,
+    replicated_jobs: list[dict] | None = None,
+    jobset_labels: dict[str, str] | None = None,
+    jobset_annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict:
+    """A torch runtime: cluster-scoped (``ClusterTrainingRuntime``) unless ``namespace`` is given."""
+    kind = kinds.TRAINING_RUNTIME if namespace else kinds.CLUSTER_TRAINING_RUNTIME
+    metadata: dict[str, Any] = {"name": name, "labels": {FRAMEWORK_LABEL: "torch", **(labels or {})}}
+    if namespace:
+        metadata["namespace"] = namespace
+    template: dict[str, Any] = {
+        "spec": {"replicatedJobs": replicated_jobs or [replicated_job("node", image, scheduler_name=scheduler_name)]}
+    }
+    if jobset_labels or jobset_annotations:
+        template["metadata"] = {k: v for k, v in (("labels", jobset_labels), ("annotations", jobset_annotations)) if v}
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": metadata,
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": template},
+    }
+
+
+def stack_manifests(image: str) -> list[dict]:
+    """The run-wide objects, in apply order."""
+    return [
+        training_runtime(RUNTIME, image),
+        training_runtime(DEFAULT_SCHEDULER_RUNTIME, image, scheduler_name=None),
+        queue(PARENT_QUEUE),
+    ]

@@ -1,0 +1,3 @@
+"""Root conftest: loads the suite's pytest plugin for every invocation under this directory."""
+
+pytest_plugins = ["fixtures.plugin"]

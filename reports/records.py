@@ -1,0 +1,136 @@
+"""Per-case result records: what each case observed, written by the process that ran it.
+
+Suites fill a :class:`CaseRecorder` (the ``record`` fixture): detector verdicts, per-pod timelines, label
+observations, free-form notes and the expectation table they assumed. After the case's teardown the plugin
+adds the outcome and writes one JSON file per case into ``<state dir>/records/``; the main process merges
+them into the reports. JSON keeps the records readable and mergeable across runs and machines.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+RECORDS_DIR = "records"
+
+
+class VerdictLike(Protocol):
+    detector: str
+    ok: bool
+    explanation: str
+
+
+@dataclass
+class DetectorVerdict:
+    detector: str
+    ok: bool
+    explanation: str
+    #: Control cases expect the detector to fire (``ok`` False); the report shows that as conforming.
+    expect_violation: bool = False
+
+    @property
+    def as_expected(self) -> bool:
+        return self.ok != self.expect_violation
+
+
+@dataclass
+class PodTimes:
+    """Seconds since the epoch at which a pod was seen created / bound / running / evicted (None: never)."""
+
+    pod: str
+    workload: str
+    node: str | None = None
+    created: float | None = None
+    bound: float | None = None
+    running: float | None = None
+    evicted: float | None = None
+
+
+@dataclass
+class LabelObservation:
+    """Did ``key`` (set at ``source``) arrive at ``level``, and was it expected to?"""
+
+    source: str
+    key: str
+    level: str
+    expected: bool
+    observed: bool
+
+    @property
+    def as_expected(self) -> bool:
+        return self.expected == self.observed
+
+
+@dataclass
+class CaseRecord:
+    nodeid: str
+    title: str = ""
+    area: str = ""
+    markers: list[str] = field(default_factory=list)
+    params: dict[str, str] = field(default_factory=dict)
+    combination: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    expectations: str = ""  # the expectation table the case assumed, e.g. "KAI v0.16+ (SubGroups)"
+    outcome: str = ""  # passed | failed | skipped | xfailed | xpassed | error
+    failure_kind: str = ""  # product | infrastructure | "" (no failure)
+    message: str = ""
+    duration: float = 0.0
+    worker: str = ""
+    verdicts: list[DetectorVerdict] = field(default_factory=list)
+    timelines: dict[str, list[PodTimes]] = field(default_factory=dict)
+    labels: list[LabelObservation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    attachments: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CaseRecord:
+        data = dict(data)
+        data["verdicts"] = [DetectorVerdict(**v) for v in data.get("verdicts", [])]
+        data["timelines"] = {k: [PodTimes(**p) for p in v] for k, v in data.get("timelines", {}).items()}
+        data["labels"] = [LabelObservation(**o) for o in data.get("labels", [])]
+        return cls(**data)
+
+
+class CaseRecorder:
+    """What a case writes into its record while it runs (the ``record`` fixture)."""
+
+    def __init__(self, record: CaseRecord) -> None:
+        self.record = record
+
+    def expectations(self, description: str) -> None:
+        """Name the expectation table (and version) the case assumed."""
+        self.record.expectations = description
+
+    def verdict(self, verdict: VerdictLike, *, expect_violation: bool = False) -> None:
+        self.record.verdicts.append(
+            DetectorVerdict(verdict.detector, bool(verdict.ok), verdict.explanation, expect_violation)
+        )
+
+    def timeline(self, workload: str, pods: list[PodTimes]) -> None:
+        self.record.timelines[workload] = list(pods)
+
+    def label(self, source: str, key: str, level: str, *, expected: bool, observed: bool) -> None:
+        self.record.labels.append(LabelObservation(source, key, level, expected, observed))
+
+    def note(self, text: str) -> None:
+        self.record.notes.append(text)
+
+
+def write(record: CaseRecord, state_dir: Path, worker: str, sequence: int) -> Path:
+    directory = state_dir / RECORDS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{worker}-{sequence:05d}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record.to_json(), indent=1, sort_keys=True))
+    tmp.replace(path)
+    return path
+
+
+def read_all(state_dir: Path) -> list[CaseRecord]:
+    directory = state_dir / RECORDS_DIR
+    return [CaseRecord.from_json(json.loads(p.read_text())) for p in sorted(directory.glob("*.json"))]

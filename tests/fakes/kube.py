@@ -1,0 +1,389 @@
+"""An in-memory fake of :class:`fixtures.kube.KubeApi` for the self-tests and the benchmark.
+
+It implements the same public interface as the real client (it subclasses ``KubeApi`` and fills in the I/O
+methods), so the ownership guard, selector formatting and error types are the production code. It keeps an
+object store with uids and resourceVersions, evaluates label and field selectors, cascades deletion along
+ownerReferences (and namespaces), honours finalizers, separates status patches from spec patches, records
+events and logs, answers SubjectAccessReviews from a rule table, and can be told to fail (any status, any
+operation, N times), to stop serving a kind (CRD missing), to run admission checks (webhooks), and to run
+"reactors" on every call (simulated controllers).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fixtures import errors, kinds
+from fixtures.kinds import Kind
+from fixtures.kube import KubeApi, Obj, describe
+
+Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
+
+
+@dataclass
+class Failure:
+    operation: str  # get | list | apply | create | patch | delete | logs | version | any
+    status: int
+    kind: str | None = None
+    name: str | None = None
+    times: int = 1
+    message: str = "injected failure"
+
+
+@dataclass
+class Call:
+    operation: str
+    kind: str
+    namespace: str | None
+    name: str | None
+    detail: Any = None
+
+
+@dataclass
+class FakeKube(KubeApi):
+    """See the module docstring. ``clock`` returns the current time (tests may freeze or advance it)."""
+
+    clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.timezone.utc))
+    git_version: str = "v1.35.0"
+
+    def __post_init__(self) -> None:
+        super().__init__()
+        self.store: dict[Key, Obj] = {}
+        self.served: dict[tuple[str, str], Kind] = dict(kinds.KNOWN)
+        self.failures: list[Failure] = []
+        self.calls: list[Call] = []
+        self.logs: dict[tuple[str, str, str | None], str] = {}
+        self.access_rules: set[tuple[str, str, str, str]] = set()  # user, verb, group, resource
+        self.admission: list[Callable[[str, Obj, bool], None]] = []
+        self.reactors: list[Callable[[FakeKube, Call], None]] = []
+        self._versions = itertools.count(1)
+
+    # ------------------------------------------------------------------------------------------- test API
+    def fail(self, operation: str, status: int, *, kind: str | None = None, name: str | None = None,
+             times: int = 1, message: str = "injected failure") -> None:  # fmt: skip
+        self.failures.append(Failure(operation, status, kind, name, times, message))
+
+    def unserve(self, kind: Kind) -> None:
+        """Simulate a missing CRD: every request for ``kind`` answers 404 "resource not found"."""
+        self.served.pop((kind.api_version, kind.kind), None)
+
+    def serve(self, kind: Kind) -> None:
+        self.served[(kind.api_version, kind.kind)] = kind
+
+    def allow(self, user: str, verb: str, resource: str, group: str = "") -> None:
+        self.access_rules.add((user, verb, group, resource))
+
+    def set_logs(self, namespace: str, pod: str, text: str, container: str | None = None) -> None:
+        self.logs[(namespace, pod, container)] = text
+
+    def record_event(self, involved: Obj, reason: str, message: str, type_: str = "Normal") -> Obj:
+        meta = involved["metadata"]
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:8]}", "namespace": meta.get("namespace") or "default"},
+            "involvedObject": {"kind": involved["kind"], "name": meta["name"], "namespace": meta.get("namespace"),
+                               "uid": meta["uid"], "apiVersion": involved["apiVersion"]},
+            "reason": reason, "message": message, "type": type_, "count": 1,
+            "firstTimestamp": self._now(), "lastTimestamp": self._now(),
+        }  # fmt: skip
+        return self._store(kinds.EVENT, event)
+
+    def put(self, obj: Obj) -> Obj:
+        """Store ``obj`` as is (status included), as a controller would: no guard, no admission."""
+        return self._store(self.kind_of(obj), copy.deepcopy(obj))
+
+    def objects(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+        return [
+            copy.deepcopy(o) for (av, k, ns, _), o in sorted(self.store.items(), key=lambda kv: str(kv[0]))
+            if (av, k) == (kind.api_version, kind.kind) and (namespace is None or ns == namespace)
+        ]  # fmt: skip
+
+    def operations(self, operation: str | None = None) -> list[Call]:
+        return [c for c in self.calls if operation is None or c.operation == operation]
+
+    # --------------------------------------------------------------------------------------------- internals
+    def _now(self) -> str:
+        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _enter(self, operation: str, kind: Kind | None, namespace: str | None, name: str | None,
+               detail: Any = None) -> None:  # fmt: skip
+        call = Call(operation, kind.kind if kind else "", namespace, name, detail)
+        self.calls.append(call)
+        for reactor in list(self.reactors):
+            reactor(self, call)
+        what = describe(kind, name, namespace) if kind else operation
+        for failure in self.failures:
+            if failure.times <= 0 or failure.operation not in (operation, "any"):
+                continue
+            if (failure.kind and (kind is None or failure.kind != kind.kind)) or (
+                failure.name and failure.name != name
+            ):
+                continue
+            failure.times -= 1
+            if failure.status == 0:
+                raise errors.Unreachable(f"{operation} {what}", 0, "Unreachable", failure.message)
+            from fixtures.kube import error_for
+
+            details = {"name": name} if failure.status == 404 else {}
+            body = {"kind": "Status", "reason": "", "message": failure.message, "details": details}
+            import json
+
+            raise error_for(f"{operation} {what}", failure.status, json.dumps(body))
+        if kind is not None and (kind.api_version, kind.kind) not in self.served:
+            raise errors.KindNotServed(f"{operation} {what}", 404, "NotFound",
+                                       "the server could not find the requested resource")  # fmt: skip
+
+    def _key(self, kind: Kind, namespace: str | None, name: str) -> Key:
+        return (kind.api_version, kind.kind, namespace if kind.namespaced else None, name)
+
+    def _store(self, kind: Kind, obj: Obj) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", self._now())
+        meta["resourceVersion"] = str(next(self._versions))
+        key = self._key(kind, meta.get("namespace"), meta["name"])
+        self.store[key] = obj
+        return copy.deepcopy(obj)
+
+    def _existing(self, kind: Kind, namespace: str | None, name: str, operation: str) -> Obj:
+        obj = self.store.get(self._key(kind, namespace, name))
+        if obj is None:
+            raise errors.NotFound(f"{operation} {describe(kind, name, namespace)}", 404, "NotFound",
+                                  f'{kind.resource} "{name}" not found')  # fmt: skip
+        return obj
+
+    def _admit(self, operation: str, obj: Obj, dry_run: bool) -> None:
+        for check in self.admission:
+            check(operation, copy.deepcopy(obj), dry_run)
+
+    # ------------------------------------------------------------------------------------------------ I/O
+    def _get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
+        self._enter("get", kind, namespace, name)
+        return copy.deepcopy(self._existing(kind, namespace, name, "get"))
+
+    def _list(self, kind: Kind, namespace: str | None, labels: str | None, fields: str | None) -> list[Obj]:
+        self._enter("list", kind, namespace, None, (labels, fields))
+        label_match = parse_selector(labels)
+        field_match = parse_selector(fields)
+        return [
+            o for o in self.objects(kind, namespace)
+            if label_match(o.get("metadata", {}).get("labels") or {}) and field_match(field_values(o))
+        ]  # fmt: skip
+
+    def _apply(self, kind: Kind, obj: Obj, *, dry_run: bool, force: bool) -> Obj:
+        meta = obj["metadata"]
+        self._enter("apply", kind, meta.get("namespace"), meta["name"], copy.deepcopy(obj))
+        self._check_namespace(kind, meta.get("namespace"))
+        current = self.store.get(self._key(kind, meta.get("namespace"), meta["name"]))
+        incoming = {k: v for k, v in copy.deepcopy(obj).items() if k != "status"}
+        merged = deep_merge(copy.deepcopy(current), incoming) if current else incoming
+        self._admit("apply", merged, dry_run)
+        if dry_run:
+            return merged
+        if current is not None and current["metadata"].get("deletionTimestamp"):
+            raise errors.Conflict(f"apply {describe(kind, meta['name'], meta.get('namespace'))}", 409, "Conflict",
+                                  "object is being deleted")  # fmt: skip
+        return self._store(kind, merged)
+
+    def _create(self, kind: Kind, obj: Obj, *, dry_run: bool) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        if kind == kinds.SUBJECT_ACCESS_REVIEW:
+            self._enter("create", kind, None, None, copy.deepcopy(obj))
+            spec = obj["spec"]
+            attrs = spec["resourceAttributes"]
+            allowed = (
+                spec["user"],
+                attrs["verb"],
+                attrs.get("group", ""),
+                attrs["resource"],
+            ) in self.access_rules
+            return {**obj, "status": {"allowed": allowed, "reason": "rule table" if allowed else ""}}
+        self._enter("create", kind, meta.get("namespace"), meta.get("name"), copy.deepcopy(obj))
+        self._check_namespace(kind, meta.get("namespace"))
+        if self._key(kind, meta.get("namespace"), meta["name"]) in self.store:
+            raise errors.Conflict(f"create {describe(kind, meta['name'], meta.get('namespace'))}", 409,
+                                  "AlreadyExists", f'{kind.resource} "{meta["name"]}" already exists')  # fmt: skip
+        self._admit("create", obj, dry_run)
+        return copy.deepcopy(obj) if dry_run else self._store(kind, copy.deepcopy(obj))
+
+    def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
+        if kind.namespaced and self._key(kinds.NAMESPACE, None, namespace or "") not in self.store:
+            raise errors.NotFound(f"write {kind.kind} in {namespace}", 404, "NotFound",
+                                  f'namespaces "{namespace}" not found')  # fmt: skip
+
+    def _patch(self, kind: Kind, namespace: str | None, name: str, body: Any, content_type: str,
+               subresource: str | None) -> Obj:  # fmt: skip
+        self._enter("patch", kind, namespace, name, (content_type, subresource, copy.deepcopy(body)))
+        current = copy.deepcopy(self._existing(kind, namespace, name, "patch"))
+        patched = (
+            json_patch(current, body) if content_type == "application/json-patch+json" else merge_patch(current, body)
+        )
+        if subresource == "status":
+            current["status"] = patched.get("status", {})
+            result = current
+        elif subresource is None:
+            patched["status"] = current.get("status", {}) if kind != kinds.NODE else patched.get("status", {})
+            result = patched
+        else:
+            raise errors.KindNotServed(f"patch {name}/{subresource}", 404, "NotFound", "no such subresource")
+        result["metadata"]["uid"] = current["metadata"]["uid"]
+        stored = self._store(kind, result)
+        if not (stored["metadata"].get("finalizers")) and stored["metadata"].get("deletionTimestamp"):
+            self._remove(kind, namespace, name)
+        return stored
+
+    def _delete(self, kind: Kind, namespace: str | None, name: str, propagation: str) -> None:
+        self._enter("delete", kind, namespace, name, propagation)
+        obj = self._existing(kind, namespace, name, "delete")
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"].setdefault("deletionTimestamp", self._now())
+            return
+        self._remove(kind, namespace, name)
+
+    def _remove(self, kind: Kind, namespace: str | None, name: str) -> None:
+        obj = self.store.pop(self._key(kind, namespace, name), None)
+        if obj is None:
+            return
+        uid = obj["metadata"]["uid"]
+        for key, other in list(self.store.items()):
+            owners = other["metadata"].get("ownerReferences") or []
+            in_namespace = kind == kinds.NAMESPACE and key[2] == name
+            if in_namespace or any(ref.get("uid") == uid for ref in owners):
+                dep_kind = self.served.get((key[0], key[1])) or kinds.known(key[0], key[1])
+                if dep_kind is not None and key in self.store:
+                    self._remove(dep_kind, key[2], key[3])
+
+    def _pod_logs(self, namespace: str, name: str, container: str | None, since_seconds: int | None,
+                  tail_lines: int | None) -> str:  # fmt: skip
+        self._enter("logs", kinds.POD, namespace, name, (container, since_seconds, tail_lines))
+        self._existing(kinds.POD, namespace, name, "logs")
+        text = self.logs.get((namespace, name, container), self.logs.get((namespace, name, None), ""))
+        return "\n".join(text.splitlines()[-tail_lines:]) if tail_lines else text
+
+    def _discover(self, api_version: str, kind: str) -> Kind:
+        self._enter("discover", None, None, kind)
+        found = self.served.get((api_version, kind))
+        if found is None:
+            raise errors.KindNotServed(f"discover {kind} ({api_version})", 404, "NotFound", "not served")
+        return found
+
+    def _version(self) -> Obj:
+        self._enter("version", None, None, None)
+        return {"gitVersion": self.git_version}
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def deep_merge(base: Any, overlay: Any) -> Any:
+    """Apply-like merge: dicts merge recursively, everything else (lists included) is replaced."""
+    if isinstance(base, dict) and isinstance(overlay, dict):
+        out = dict(base)
+        for key, value in overlay.items():
+            out[key] = deep_merge(base.get(key), value) if key in base else copy.deepcopy(value)
+        return out
+    return copy.deepcopy(overlay)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (``null`` deletes a key)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def json_patch(target: Obj, ops: list[Obj]) -> Obj:
+    """RFC 6902 add/replace/remove, with ``~1`` for ``/`` and ``~0`` for ``~`` in path segments."""
+    doc = copy.deepcopy(target)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].lstrip("/").split("/")]
+        parent = doc
+        for part in parts[:-1]:
+            parent = parent[int(part)] if isinstance(parent, list) else parent.setdefault(part, {})
+        last = parts[-1]
+        if op["op"] in ("add", "replace"):
+            if isinstance(parent, list):
+                parent.insert(len(parent) if last == "-" else int(last), op["value"])
+            else:
+                if op["op"] == "replace" and last not in parent:
+                    raise errors.Invalid("json patch", 422, "Invalid", f"replace of missing {op['path']}")
+                parent[last] = op["value"]
+        elif op["op"] == "remove":
+            if isinstance(parent, list):
+                parent.pop(int(last))
+            elif parent.pop(last, None) is None:
+                raise errors.Invalid("json patch", 422, "Invalid", f"remove of missing {op['path']}")
+        else:
+            raise errors.Invalid("json patch", 422, "Invalid", f"unsupported op {op['op']}")
+    return doc
+
+
+_REQUIREMENT = re.compile(
+    r"^\s*(?P<neg>!)?(?P<key>[A-Za-z0-9_./-]+)\s*"
+    r"(?:(?P<op>==|!=|=|\s+in\s+|\s+notin\s+)\s*(?P<value>\([^)]*\)|[A-Za-z0-9_.\-/:]*))?\s*$"
+)
+
+
+def _split(selector: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in selector:
+        depth += char == "("
+        depth -= char == ")"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current] if current.strip() else parts
+
+
+def parse_selector(selector: str | None) -> Callable[[dict[str, str]], bool]:
+    """Kubernetes label-selector syntax: ``a=b``, ``a==b``, ``a!=b``, ``a in (x,y)``, ``a notin (x)``, ``a``, ``!a``."""
+    if not selector:
+        return lambda values: True
+    checks = []
+    for requirement in _split(selector):
+        match = _REQUIREMENT.match(requirement)
+        if match is None:
+            raise errors.Invalid("selector", 400, "BadRequest", f"unable to parse requirement {requirement!r}")
+        checks.append(_requirement(match["key"], (match["op"] or "").strip(), match["value"], bool(match["neg"])))
+    return lambda values: all(check(values) for check in checks)
+
+
+def _requirement(key: str, op: str, value: str | None, negated: bool) -> Callable[[dict[str, str]], bool]:
+    if not op:
+        return lambda values: (key in values) != negated
+    if op in ("=", "=="):
+        return lambda values: values.get(key) == value
+    if op == "!=":
+        return lambda values: values.get(key) != value
+    options = {o.strip() for o in (value or "").strip("()").split(",")}
+    if op == "in":
+        return lambda values: values.get(key) in options
+    return lambda values: values.get(key) not in options
+
+
+def field_values(obj: Obj) -> dict[str, str]:
+    """The field-selector keys the API server supports for the kinds the suite lists."""
+    meta = obj.get("metadata", {})
+    values = {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+    if obj.get("kind") == "Event":
+        for key, value in (obj.get("involvedObject") or {}).items():
+            values[f"involvedObject.{key}"] = str(value)
+        values["reason"] = obj.get("reason", "")
+    if obj.get("kind") == "Pod":
+        values["spec.nodeName"] = obj.get("spec", {}).get("nodeName", "") or ""
+        values["status.phase"] = obj.get("status", {}).get("phase", "")
+    return values
