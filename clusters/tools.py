@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
+#: Where fetched tools live; overridable so self-tests can simulate a machine without them.
+TOOLS_BIN = Path(os.environ.get("KAI_CONFORMANCE_TOOLS_BIN", REPO_ROOT / ".tools" / "bin"))
 
 
 def find_tool(name: str, path: str | None = None) -> str | None:

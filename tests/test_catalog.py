@@ -1,0 +1,103 @@
+"""The version catalog and topologies: what is supported, and clear errors for what is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clusters.catalog import VERSIONS_FILE, Catalog, load_topology
+from fixtures.errors import UsageError
+
+CATALOG = Catalog.load()
+
+
+def test_the_default_combination_is_supported_on_its_default_kubernetes() -> None:
+    combo = CATALOG.combination(CATALOG.defaults["combination"])
+    assert CATALOG.kubernetes_minor(None, combo) == str(CATALOG.defaults["kubernetes"])
+    assert CATALOG.node_image("1.35").startswith("kindest/node:v1.35.")
+
+
+def test_every_combination_pairs_trainer_with_the_jobset_it_ships() -> None:
+    for combo in CATALOG.combinations:
+        assert combo.trainer.fields["jobset"] == combo.jobset.version
+        assert set(combo.kubernetes) <= set(CATALOG.kubernetes)
+
+
+def test_node_images_are_pinned_by_digest() -> None:
+    for minor, entry in CATALOG.kubernetes.items():
+        assert f":v{minor}." in entry["node_image"] and "@sha256:" in entry["node_image"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, "kai-v0.17.0+trainer-v2.3.0"),
+        ({"kai": "v0.16.8"}, "kai-v0.16.8+trainer-v2.3.0"),
+        ({"trainer": "v2.2.0"}, "kai-v0.17.0+trainer-v2.2.0"),
+        ({"jobset": "v0.11.1"}, "kai-v0.17.0+trainer-v2.2.0"),
+        ({"combination": "kai-v0.16.8+trainer-v2.2.0"}, "kai-v0.16.8+trainer-v2.2.0"),
+    ],
+)
+def test_resolution_by_name_or_component_versions(kwargs: dict, expected: str) -> None:
+    assert CATALOG.resolve(kwargs.pop("combination", None), **kwargs).name == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kai": "v9.9.9"}, "unknown kai version 'v9.9.9'. Supported: v0.17.0, v0.16.8"),
+        ({"combination": "nope"}, "unknown version combination 'nope'. Known combinations: kai-v0.17.0"),
+        ({"trainer": "v2.3.0", "jobset": "v0.11.1"}, "is not a supported combination"),
+        ({"combination": "kai-v0.17.0+trainer-v2.3.0", "kai": "v0.16.8"}, "pass one or the other"),
+    ],
+)
+def test_unknown_or_incompatible_versions_are_rejected_clearly(kwargs: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("+", r"\+").replace("(", r"\(")):
+        CATALOG.resolve(kwargs.pop("combination", None), **kwargs)
+
+
+def test_kubernetes_minor_accepts_patch_versions_and_rejects_unsupported_ones() -> None:
+    combo = CATALOG.combination(CATALOG.defaults["combination"])
+    assert CATALOG.kubernetes_minor("v1.34.8", combo) == "1.34"
+    with pytest.raises(UsageError, match=r"Kubernetes 1.20 is not supported .* supported: 1.33, 1.34, 1.35"):
+        CATALOG.kubernetes_minor("1.20", combo)
+
+
+def test_a_catalog_pairing_trainer_with_the_wrong_jobset_is_refused(tmp_path: Path) -> None:
+    raw = yaml.safe_load(VERSIONS_FILE.read_text())
+    raw["combinations"][0]["jobset"] = "v0.11.1"
+    broken = tmp_path / "versions.yaml"
+    broken.write_text(yaml.safe_dump(raw))
+    with pytest.raises(UsageError, match=r"but that Trainer ships JobSet v0\.12\.0"):
+        Catalog.load(broken)
+
+
+def test_topologies_give_gpu_layouts_with_kind_node_names() -> None:
+    layout = load_topology("pr-gate").layout("kc")
+    assert layout.by_name() == {"kc-worker": 4, "kc-worker2": 4, "kc-worker3": 4}
+    assert (layout.total, layout.max_per_node, layout.pods_that_fit(3)) == (12, 4, 3)
+    release = load_topology("release").layout("kc")
+    assert release.total == 32 and release.gpu_nodes[0].name == "kc-worker"
+    assert release.by_name()["kc-worker5"] == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("nodes: [{role: worker, gpus: 2}]", "at least one control-plane"),
+        ("nodes: [{role: control-plane, gpus: 2}]", "only workers may carry fake GPUs"),
+        ("nodes: [{gpus: 2}]", "malformed"),
+    ],
+)
+def test_bad_topologies_are_rejected(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(UsageError, match=message):
+        load_topology(str(path))
+
+
+def test_unknown_topology_names_the_known_ones() -> None:
+    with pytest.raises(UsageError, match="unknown topology 'huge'; known: pr-gate, release"):
+        load_topology("huge")

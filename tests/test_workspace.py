@@ -1,0 +1,138 @@
+"""The per-test workspace: unique labelled namespace, reverse-order cleanup on pass, fail and Ctrl-C,
+diagnostics on failure, --keep-namespaces, and a clear error when cleanup itself fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures import kinds
+from fixtures.ownership import CASE_LABEL, MANAGED_BY, RUN_LABEL, TEST_ID_ANNOTATION, case_label_value
+from fixtures.workspace import namespace_name
+from tests.fakes import shared
+from tests.fakes.kube import FakeKube
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import pytest
+from fixtures.run import RunContext
+from tests.fakes import shared
+
+pytest_plugins = ["fixtures.plugin"]
+
+@pytest.fixture(scope="session")
+def kube():
+    return shared.current
+
+@pytest.fixture(scope="session")
+def run(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    return RunContext("run-1", base / "report", base / "report" / ".state", "main")
+"""
+
+QUEUE = {
+    "apiVersion": "scheduling.run.ai/v2",
+    "kind": "Queue",
+    "metadata": {"name": "{name}"},
+    "spec": {"resources": {}},
+}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}}
+
+TESTS = f"""
+import json, pytest
+QUEUE = {QUEUE!r}
+POD = {POD!r}
+
+def make(workspace, name):
+    queue = json.loads(json.dumps(QUEUE).replace("{{name}}", name))
+    workspace.apply(queue)
+    workspace.apply(POD)
+    return workspace.namespace
+
+def test_passes(workspace):
+    make(workspace, "q-pass")
+
+def test_fails(workspace):
+    make(workspace, "q-fail")
+    assert False, "product misbehaved"
+
+def test_interrupted(workspace):
+    make(workspace, "q-int")
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.fixture
+def fake() -> FakeKube:
+    shared.current = FakeKube()
+    yield shared.current
+    shared.current = None
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\naddopts = -p no:pytest-kind-ng\n")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_ws=TESTS)
+    return pytester
+
+
+def deletes(fake: FakeKube) -> list[tuple[str, str]]:
+    return [(c.kind, c.name) for c in fake.operations("delete")]
+
+
+def test_namespace_names_are_unique_valid_dns_labels() -> None:
+    long = "test_gang_fits[" + "x" * 100 + "]"
+    name = namespace_name(long)
+    assert len(name) <= 63 and name.startswith("kc-test-gang-fits-x") and name[-7] == "-"
+    assert namespace_name("t") != namespace_name("t")
+
+
+def test_a_passing_test_removes_everything_in_reverse_order(pytester: pytest.Pytester, fake: FakeKube) -> None:
+    result = pytester.runpytest_inprocess("-k", "test_passes", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    namespace = next(c.name for c in fake.operations("apply") if c.kind == "Namespace")
+    assert deletes(fake) == [("Pod", "p"), ("Queue", "q-pass"), ("Namespace", namespace)]
+    assert fake.objects(kinds.NAMESPACE) == fake.objects(kinds.QUEUE) == fake.objects(kinds.POD) == []
+    applied_ns = next(c.detail for c in fake.operations("apply") if c.kind == "Namespace")
+    labels, annotations = applied_ns["metadata"]["labels"], applied_ns["metadata"]["annotations"]
+    assert labels[MANAGED_BY] == "kai-conformance" and labels[RUN_LABEL] == "run-1"
+    assert annotations[TEST_ID_ANNOTATION] == "test_ws.py::test_passes"
+    assert labels[CASE_LABEL] == case_label_value("test_ws.py::test_passes")
+
+
+def test_a_failing_test_leaves_diagnostics_then_cleans_up(pytester: pytest.Pytester, fake: FakeKube) -> None:
+    result = pytester.runpytest_inprocess("-k", "test_fails", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    diagnostics = next(pytester.path.parent.glob("**/report/diagnostics/test_ws.py__test_fails"))
+    names = sorted(p.name for p in diagnostics.iterdir())
+    assert {"events.txt", "pods.txt", "podgroups.yaml", "queues.yaml", "gpus.txt", "logs-kai-scheduler.txt"} <= set(
+        names
+    )
+    assert "p " in (diagnostics / "pods.txt").read_text()
+    assert "q-fail" in (diagnostics / "queues.yaml").read_text()
+    assert fake.objects(kinds.NAMESPACE) == fake.objects(kinds.QUEUE) == []
+
+
+def test_ctrl_c_still_removes_what_the_test_made(pytester: pytest.Pytester, fake: FakeKube) -> None:
+    result = pytester.runpytest_inprocess("-k", "test_interrupted", "-p", "no:cacheprovider", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert fake.objects(kinds.NAMESPACE) == fake.objects(kinds.QUEUE) == []
+
+
+def test_keep_namespaces_keeps_a_failed_tests_objects_labelled(pytester: pytest.Pytester, fake: FakeKube) -> None:
+    result = pytester.runpytest_inprocess("-k", "test_fails", "--keep-namespaces", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    (namespace,) = fake.objects(kinds.NAMESPACE)
+    assert namespace["metadata"]["labels"]["kai-conformance/kept"] == "true"
+    assert [q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)] == ["q-fail"]
+
+
+def test_a_cleanup_that_cannot_finish_is_an_error_naming_what_is_stuck(
+    pytester: pytest.Pytester, fake: FakeKube
+) -> None:
+    fake.fail("delete", 500, kind="Queue", times=10_000, message="webhook unavailable")
+    result = pytester.runpytest_inprocess("-k", "test_passes", "--timeout-scale", "0.002", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*cleanup of test_ws.py::test_passes failed:*", "*removal of Queue q-pass*"])
+    assert fake.objects(kinds.NAMESPACE) == []  # the rest was still removed
