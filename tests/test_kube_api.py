@@ -111,8 +111,12 @@ def test_status_patch_changes_only_status(fake: FakeKube) -> None:
 
 def test_missing_crd_is_reported_as_kind_not_served(fake: FakeKube) -> None:
     fake.unserve(kinds.TRAIN_JOB)
-    with pytest.raises(errors.KindNotServed, match="could not find the requested resource"):
+    with pytest.raises(errors.KindNotServed) as missing:
         fake.list(kinds.TRAIN_JOB, "a")
+    assert str(missing.value) == (
+        "list TrainJob objects in a → 404 NotFound: TrainJob (trainer.kubeflow.org/v1alpha1) is not served by this "
+        "cluster; is its CRD installed? (server: the server could not find the requested resource)"
+    )
 
 
 @pytest.mark.parametrize(
