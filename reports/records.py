@@ -9,7 +9,7 @@ them into the reports. JSON keeps the records readable and mergeable across runs
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -82,18 +82,29 @@ class CaseRecord:
     timelines: dict[str, list[PodTimes]] = field(default_factory=dict)
     labels: list[LabelObservation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    attachments: list[str] = field(default_factory=list)
+    attachments: list[str] = field(default_factory=list)  # paths relative to the run's report directory
+    run_id: str = ""
+    exception: str = ""  # qualified type of the exception that failed the case, e.g. "fixtures.errors.Unreachable"
+    category: str = ""  # failure category (reports/categories.py), the same one Allure shows
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CaseRecord:
-        data = dict(data)
-        data["verdicts"] = [DetectorVerdict(**v) for v in data.get("verdicts", [])]
-        data["timelines"] = {k: [PodTimes(**p) for p in v] for k, v in data.get("timelines", {}).items()}
-        data["labels"] = [LabelObservation(**o) for o in data.get("labels", [])]
+        """Tolerant of records written by newer versions: unknown keys are ignored."""
+        data = _known(cls, data)
+        data["verdicts"] = [DetectorVerdict(**_known(DetectorVerdict, v)) for v in data.get("verdicts", [])]
+        data["timelines"] = {
+            k: [PodTimes(**_known(PodTimes, p)) for p in v] for k, v in data.get("timelines", {}).items()
+        }
+        data["labels"] = [LabelObservation(**_known(LabelObservation, o)) for o in data.get("labels", [])]
         return cls(**data)
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
 
 
 class CaseRecorder:

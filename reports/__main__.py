@@ -1,0 +1,58 @@
+"""``python -m reports``: regenerate, merge or demonstrate the conformance reports without running pytest.
+
+python -m reports merge OUT DIR1 DIR2 ...   one report and one matrix from several report directories
+python -m reports generate DIR              rewrite DIR's reports from its records (e.g. after a crash)
+python -m reports sample OUT                a made-up report showing every status (demo, screenshot)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reports import generate
+
+
+def _print(written: generate.Written) -> None:
+    verdict = written.report.verdict
+    print(f"{verdict.headline}")
+    print(f"  HTML report:      {written.html}")
+    print(f"  Markdown summary: {written.markdown}")
+    print(f"  JSON summary:     {written.json}")
+    summary = generate.append_step_summary(written.markdown)
+    if summary is not None:
+        print(f"  appended the Markdown summary to $GITHUB_STEP_SUMMARY ({summary})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    merge = commands.add_parser("merge", help="merge several report directories into OUT")
+    merge.add_argument("out", type=Path, help="new directory for the merged report")
+    merge.add_argument("dirs", type=Path, nargs="+", help="report directories (--report-dir of each run)")
+    merge.add_argument("--title", default=generate.DEFAULT_TITLE)
+    regenerate = commands.add_parser("generate", help="rewrite the reports of one report directory")
+    regenerate.add_argument("dir", type=Path)
+    regenerate.add_argument("--title", default=generate.DEFAULT_TITLE)
+    sample = commands.add_parser("sample", help="write a sample report (made-up data) into OUT")
+    sample.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "merge":
+            _print(generate.merge(args.out, args.dirs, args.title))
+        elif args.command == "generate":
+            _print(generate.write_reports(args.dir, generate.load(args.dir), args.title))
+        else:
+            from reports import sample as sample_data
+
+            directories = sample_data.write_run_dirs(args.out / "runs-input")
+            _print(generate.merge(args.out, directories, "KAI Scheduler conformance report (sample data)"))
+    except generate.NoResults as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

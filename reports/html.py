@@ -1,0 +1,62 @@
+"""The self-contained HTML conformance report: one file, inline CSS and SVG, no external asset, opens offline.
+
+Rendered with Jinja2 (autoescaped) from ``reports/templates/report.html.j2``; the stylesheet
+``reports/templates/report.css`` is inlined. Links to diagnostics are relative to the report file, so they
+work from a CI artifact as well as from a local directory.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from reports import timeline
+from reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+from reports.runinfo import flatten, gpu_topology
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def when(epoch: float | None) -> str:
+    return "—" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def svg_timeline(case: Case) -> Markup:
+    return Markup(timeline.render(case.timelines, f"pod timeline of {case.title}"))  # the SVG escapes its texts
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=when, duration=duration, flatten=flatten, gpu_topology=gpu_topology)
+    env.globals.update(svg_timeline=svg_timeline, Status=Status, STATUS_ORDER=STATUS_ORDER, AREAS=AREAS)
+    return env
+
+
+def render(report: Report, artifacts: dict[str, str] | None = None) -> str:
+    """The report as one HTML document. ``artifacts``: other files of the report directory (label → link)."""
+    env = _environment()
+    css = (TEMPLATES / "report.css").read_text()
+    return env.get_template("report.html.j2").render(
+        report=report, css=Markup(css), artifacts=artifacts or {}, verdict=report.verdict
+    )

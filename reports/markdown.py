@@ -1,0 +1,91 @@
+"""The Markdown summary: short enough for a PR comment (GitHub's limit is 65,536 characters) and for
+``$GITHUB_STEP_SUMMARY``; verdict first, failures with their explanation, the matrix when there are several
+version combinations."""
+
+from __future__ import annotations
+
+from reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+
+MAX_LISTED = 25
+MAX_EXPLANATION = 600
+MAX_CHARS = 60_000
+
+VERDICT_ICON = {"not-conformant": "❌", "inconclusive": "⚠️", "expectations-outdated": "❕", "conformant": "✅",
+                "empty": "⭕"}  # fmt: skip
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _case_line(case: Case, report: Report) -> str:
+    param = f" `[{case.param_id}]`" if case.param_id else ""
+    column = f" — {case.column.short}" if len(report.columns) > 1 else ""
+    return f"**{_cell(case.title)}**{param}{column}"
+
+
+def _details(case: Case) -> str:
+    body = "\n\n".join(f"{v.detector}: {v.explanation}" for v in case.failing_verdicts) or case.exception_text
+    body = _clip(body, MAX_EXPLANATION).replace("```", "ʼʼʼ")
+    lines = [f"<details><summary>{_cell(case.headline) or 'details'}</summary>", "", "```text", body, "```"]
+    if case.attachments:
+        lines.append("Diagnostics: " + ", ".join(f"`{link}`" for _, link in case.attachments))
+    lines += ["", "</details>"]
+    return "\n".join(lines)
+
+
+def render(report: Report, html_name: str = "report.html") -> str:
+    verdict = report.verdict
+    totals = report.totals
+    out = [f"## {VERDICT_ICON[verdict.code]} {report.title}: {verdict.headline}", "", verdict.detail, ""]
+    out.append(
+        " · ".join(f"{s.symbol} {totals[s]} {s.label}" for s in STATUS_ORDER if totals[s])
+        or "No case records were found."
+    )
+    out.append("")
+    out += ["| Area | " + " | ".join(f"{s.symbol} {s.label}" for s in STATUS_ORDER) + " |",
+            "| --- | " + " | ".join("---:" for _ in STATUS_ORDER) + " |"]  # fmt: skip
+    for area in report.areas:
+        out.append(f"| {area.title} | " + " | ".join(str(area.counts[s] or "") for s in STATUS_ORDER) + " |")
+    out.append("")
+    sections = (
+        ("❌ Product failures", "The system under test misbehaved.", report.product_failures),
+        ("⚠️ Infrastructure failures", "Not observed (cluster, install or API); says nothing about the product.",
+         report.infrastructure_failures),
+        ("❕ Unexpected passes", "A documented deviation no longer happens: update the expectations.",
+         report.with_status(Status.XPASSED)),
+    )  # fmt: skip
+    for heading, lede, cases in sections:
+        if not cases:
+            continue
+        out += [f"### {heading} ({len(cases)})", "", lede, ""]
+        for case in cases[:MAX_LISTED]:
+            category = f" · _{case.category.name}_" if case.category and case.status is Status.BROKEN else ""
+            out.append(f"- {_case_line(case, report)}{category}")
+            out.append("")
+            out.append("  " + _details(case).replace("\n", "\n  "))
+            out.append("")
+        if len(cases) > MAX_LISTED:
+            out.append(f"…and {len(cases) - MAX_LISTED} more: see the HTML report.")
+            out.append("")
+    if len(report.columns) > 1:
+        out += ["### Matrix", "", "| Behaviour | " + " | ".join(_cell(c.short) for c in report.columns) + " |",
+                "| --- | " + " | ".join(":---:" for _ in report.columns) + " |"]  # fmt: skip
+        for area in AREAS:
+            for behaviour in (b for b in report.behaviours if b.area == area):
+                cells = []
+                for column in report.columns:
+                    cell = behaviour.cells.get(column.key)
+                    cells.append(f"{cell.status.symbol} {cell.ratio}" if cell and cell.status else "·")
+                out.append(f"| {_cell(behaviour.title)} | " + " | ".join(cells) + " |")
+        out.append("")
+    runs = ", ".join(f"`{run.run_id}`" for run in report.runs)
+    out.append(f"<sub>Runs {runs}. Full report: `{html_name}` (self-contained HTML, in the report artifact).</sub>")
+    text = "\n".join(out) + "\n"
+    if len(text) > MAX_CHARS:
+        text = text[: MAX_CHARS - 200] + "\n\n…(truncated: see the HTML report)\n"
+    return text

@@ -1,0 +1,482 @@
+"""From records to what the reports show: statuses, totals, the matrix, failures, label tables, a verdict.
+
+Every report format (HTML, Markdown, JSON) renders one :class:`Report`, so they always agree. A report covers
+one run or several merged runs (e.g. one per version combination); a *column* of the matrix is a version
+combination on a Kubernetes version, a *behaviour* is a test function (all its parametrizations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+
+from reports import categories
+from reports.categories import Category
+from reports.records import CaseRecord, LabelObservation, PodTimes
+from reports.runinfo import RunInfo
+
+#: Areas in report order, with their headings (the markers of pyproject.toml).
+AREAS: dict[str, str] = {
+    "gang": "Gang scheduling (all-or-nothing)",
+    "queue": "Queue routing",
+    "labels": "Label propagation",
+    "preemption": "Preemption and reclaim",
+    "podgrouper": "Pod grouping and ownership",
+    "control": "Detector controls",
+    "": "Other",
+}
+
+
+class Status(Enum):
+    """A case's status in the reports; ``severity`` orders them (worst first) and aggregates matrix cells."""
+
+    FAILED = ("failed", "product failure", "✗", 5)
+    BROKEN = ("broken", "infrastructure error", "⚠", 4)
+    XPASSED = ("xpassed", "unexpected pass", "!", 3)
+    XFAILED = ("xfailed", "known deviation", "◇", 2)
+    PASSED = ("passed", "passed", "✓", 1)
+    SKIPPED = ("skipped", "skipped", "○", 0)
+
+    def __init__(self, key: str, label: str, symbol: str, severity: int) -> None:
+        self.key, self.label, self.symbol, self.severity = key, label, symbol, severity
+
+    @property
+    def conforming(self) -> bool:
+        return self in (Status.PASSED, Status.XFAILED)
+
+
+STATUS_ORDER = sorted(Status, key=lambda s: -s.severity)
+
+
+def status_of(record: CaseRecord) -> Status:
+    outcome, kind = record.outcome, record.failure_kind
+    if outcome == "passed":
+        return Status.PASSED
+    if outcome == "skipped":
+        return Status.SKIPPED
+    if outcome == "xpassed" or (outcome == "failed" and "XPASS(strict)" in record.message):
+        return Status.XPASSED
+    if outcome == "xfailed":
+        # A known deviation only counts as reproduced when the product, not the infrastructure, failed.
+        return Status.BROKEN if kind == categories.INFRASTRUCTURE else Status.XFAILED
+    if kind == categories.PRODUCT:
+        return Status.FAILED
+    if kind == categories.INFRASTRUCTURE:
+        return Status.BROKEN
+    return Status.FAILED if outcome == "failed" else Status.BROKEN
+
+
+def exception_lines(message: str) -> list[str]:
+    """The exception's own lines from a pytest traceback text (``E   ...``), else its last lines."""
+    lines = [
+        line[4:] if line.startswith("E   ") else line[1:].lstrip()
+        for line in message.splitlines()
+        if line.startswith("E ") or line == "E"
+    ]
+    if lines:
+        return lines
+    return [line for line in message.strip().splitlines()[-20:]]
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 product failure`` / ``2 product failures``."""
+    return f"{count} {noun if count == 1 else plural_form or noun + 's'}"
+
+
+def behaviour_of(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def anchor_for(run_id: str, nodeid: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", nodeid.removeprefix("suites/")).strip("-")[:80]
+    digest = hashlib.sha1(f"{run_id}\0{nodeid}".encode()).hexdigest()[:6]
+    return f"case-{slug}-{digest}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One version combination on one Kubernetes version."""
+
+    key: str
+    combination: str
+    versions: tuple[tuple[str, str], ...]
+    kubernetes: str
+
+    @property
+    def title(self) -> str:
+        v = dict(self.versions)
+        parts = [f"{name} {v[key]}" for key, name in (("kai", "KAI"), ("trainer", "Trainer"), ("jobset", "JobSet"))]
+        return " · ".join(p for p in parts if not p.endswith(" ")) or self.combination or "unknown versions"
+
+    @property
+    def subtitle(self) -> str:
+        return f"Kubernetes {self.kubernetes}" if self.kubernetes else ""
+
+    @property
+    def short(self) -> str:
+        """Compact header for narrow tables: ``KAI v0.17.0 / Trainer v2.3.0 / k8s 1.35``."""
+        v = dict(self.versions)
+        parts = [f"KAI {v['kai']}" if v.get("kai") else "", f"Trainer {v['trainer']}" if v.get("trainer") else ""]
+        parts.append(f"k8s {self.kubernetes}" if self.kubernetes else "")
+        return " / ".join(p for p in parts if p) or self.combination or "unknown"
+
+
+@dataclass
+class WorkloadTimeline:
+    workload: str
+    pods: list[PodTimes]
+
+    @property
+    def bound(self) -> list[PodTimes]:
+        return [p for p in self.pods if p.bound is not None]
+
+    @property
+    def evicted(self) -> list[PodTimes]:
+        return [p for p in self.pods if p.evicted is not None]
+
+    @property
+    def summary(self) -> str:
+        """``4/4 bound within 0.4 s`` / ``0/4 bound`` / ``2/4 bound: partial placement``, plus evictions."""
+        total, bound = len(self.pods), self.bound
+        if not bound:
+            text = f"0/{total} bound"
+        elif len(bound) < total:
+            text = f"{len(bound)}/{total} bound: partial placement"
+        else:
+            times = [p.bound for p in bound if p.bound is not None]
+            text = f"{total}/{total} bound within {max(times) - min(times):.1f} s"
+        if self.evicted:
+            text += f"; {len(self.evicted)} evicted"
+        return text
+
+    @property
+    def partial(self) -> bool:
+        return 0 < len(self.bound) < len(self.pods)
+
+
+@dataclass
+class Case:
+    record: CaseRecord
+    run: RunInfo
+    status: Status
+    anchor: str
+    column: Column
+    category: Category | None = None
+
+    @property
+    def area(self) -> str:
+        if self.record.area:
+            return self.record.area
+        return "control" if "control" in self.record.markers else ""
+
+    @property
+    def is_control(self) -> bool:
+        return "control" in self.record.markers
+
+    @property
+    def title(self) -> str:
+        return self.record.title or self.record.nodeid.rsplit("::", 1)[-1]
+
+    @property
+    def params_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.record.params.items())
+
+    @property
+    def param_id(self) -> str:
+        nodeid = self.record.nodeid
+        return nodeid[nodeid.index("[") + 1 : -1] if "[" in nodeid and nodeid.endswith("]") else ""
+
+    @property
+    def headline(self) -> str:
+        """One line saying why the case did not pass (empty when it did)."""
+        if self.status in (Status.PASSED,):
+            return ""
+        for verdict in self.record.verdicts:
+            if not verdict.as_expected:
+                return f"{verdict.detector}: {verdict.explanation.splitlines()[0] if verdict.explanation else ''}"
+        lines = exception_lines(self.record.message)
+        return lines[0] if lines else ""
+
+    @property
+    def exception_text(self) -> str:
+        return "\n".join(exception_lines(self.record.message))
+
+    @property
+    def failing_verdicts(self) -> list:
+        return [v for v in self.record.verdicts if not v.as_expected]
+
+    @property
+    def timelines(self) -> list[WorkloadTimeline]:
+        return [WorkloadTimeline(name, pods) for name, pods in self.record.timelines.items() if pods]
+
+    @property
+    def attachments(self) -> list[tuple[str, str]]:
+        """(file name, link relative to the report directory) of each diagnostic file."""
+        return [(path.rsplit("/", 1)[-1], path) for path in self.record.attachments]
+
+
+@dataclass
+class Cell:
+    cases: list[Case] = field(default_factory=list)
+
+    @property
+    def status(self) -> Status | None:
+        return max((c.status for c in self.cases), key=lambda s: s.severity, default=None)
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(c.status for c in self.cases)
+
+    @property
+    def ratio(self) -> str:
+        """Conforming / observed (skipped cases are not observed)."""
+        observed = [c for c in self.cases if c.status is not Status.SKIPPED]
+        if not observed:
+            return "skipped"
+        return f"{sum(c.status.conforming for c in observed)}/{len(observed)}"
+
+    @property
+    def tooltip(self) -> str:
+        return ", ".join(f"{n} {s.label}" for s, n in sorted(self.counts.items(), key=lambda i: -i[0].severity))
+
+    @property
+    def target(self) -> Case | None:
+        """The case a click should show: the worst one."""
+        status = self.status
+        return next((c for c in self.cases if c.status is status), None)
+
+
+@dataclass
+class Behaviour:
+    key: str
+    title: str
+    area: str
+    cells: dict[str, Cell] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Status | None:
+        return max((c.status for c in self.cells.values() if c.status), key=lambda s: s.severity, default=None)
+
+
+@dataclass
+class LabelCell:
+    observations: dict[str, list[tuple[LabelObservation, Case]]] = field(default_factory=dict)  # key → seen
+
+    def add(self, observation: LabelObservation, case: Case) -> None:
+        self.observations.setdefault(observation.key, []).append((observation, case))
+
+    @property
+    def keys(self) -> list[tuple[str, str, str, Case]]:
+        """(key, state, symbol, a case) per label key; state: arrived | absent | missing | unexpected."""
+        out = []
+        for key, seen in self.observations.items():
+            wrong = [(o, c) for o, c in seen if not o.as_expected]
+            observation, case = wrong[0] if wrong else seen[0]
+            if observation.as_expected:
+                state, symbol = ("arrived", "✓") if observation.observed else ("absent", "–")
+            else:
+                state, symbol = ("missing", "✗") if observation.expected else ("unexpected", "!")
+            out.append((key, state, symbol, case))
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return all(state in ("arrived", "absent") for _, state, _, _ in self.keys)
+
+
+@dataclass
+class LabelTable:
+    column: Column
+    sources: list[str]
+    levels: list[str]
+    cells: dict[tuple[str, str], LabelCell]
+
+
+@dataclass
+class AreaSummary:
+    area: str
+    title: str
+    counts: Counter
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str  # conformant | not-conformant | inconclusive | expectations-outdated | empty
+    headline: str
+    detail: str
+    status: Status
+
+
+@dataclass
+class Report:
+    title: str
+    generated: float
+    runs: list[RunInfo]
+    cases: list[Case]
+    columns: list[Column]
+    behaviours: list[Behaviour]
+    areas: list[AreaSummary]
+    label_tables: list[LabelTable]
+
+    @property
+    def totals(self) -> Counter:
+        return Counter(c.status for c in self.cases)
+
+    def with_status(self, *statuses: Status) -> list[Case]:
+        return [c for c in self.cases if c.status in statuses]
+
+    @property
+    def product_failures(self) -> list[Case]:
+        return self.with_status(Status.FAILED)
+
+    @property
+    def infrastructure_failures(self) -> list[Case]:
+        return self.with_status(Status.BROKEN)
+
+    @property
+    def infrastructure_groups(self) -> list[tuple[str, str, list[Case]]]:
+        """(category, hint, cases) of the infrastructure failures, largest group first."""
+        groups: dict[str, list[Case]] = {}
+        for case in self.infrastructure_failures:
+            groups.setdefault(case.category.name if case.category else "Infrastructure", []).append(case)
+        return sorted(
+            ((name, categories.BY_NAME[name].hint if name in categories.BY_NAME else "", cases)
+             for name, cases in groups.items()),
+            key=lambda g: -len(g[2]),
+        )  # fmt: skip
+
+    @property
+    def timeline_cases(self) -> list[Case]:
+        """Cases with pod timelines, failures first (gang and preemption cases record them)."""
+        with_timelines = [c for c in self.cases if c.timelines]
+        return sorted(with_timelines, key=lambda c: -c.status.severity)
+
+    @property
+    def interrupted(self) -> bool:
+        return any(run.interrupted for run in self.runs)
+
+    @property
+    def verdict(self) -> Verdict:
+        totals = self.totals
+        observed = sum(n for s, n in totals.items() if s is not Status.SKIPPED)
+        known = f"; {plural(totals[Status.XFAILED], 'known deviation')}" if totals[Status.XFAILED] else ""
+        if totals[Status.FAILED]:
+            return Verdict(
+                "not-conformant",
+                f"Not conformant: {plural(totals[Status.FAILED], 'product failure')}",
+                "The system under test misbehaved in the cases listed under Product failures.",
+                Status.FAILED,
+            )
+        if totals[Status.BROKEN]:
+            return Verdict(
+                "inconclusive",
+                f"Inconclusive: {plural(totals[Status.BROKEN], 'case')} not observed (infrastructure)",
+                "No product failure was seen, but the listed cases could not observe the behaviour.",
+                Status.BROKEN,
+            )
+        if totals[Status.XPASSED]:
+            return Verdict(
+                "expectations-outdated",
+                f"Expectations out of date: {plural(totals[Status.XPASSED], 'unexpected pass', 'unexpected passes')}",
+                "A documented deviation no longer happens: update the expectation table.",
+                Status.XPASSED,
+            )
+        if not observed:
+            return Verdict("empty", "No case was observed", "Every case was skipped or none ran.", Status.SKIPPED)
+        suffix = " (run interrupted: partial)" if self.interrupted else ""
+        return Verdict(
+            "conformant",
+            f"Conformant: {plural(observed, 'case')} behaved as expected{suffix}",
+            f"{totals[Status.PASSED]} passed{known}; {totals[Status.SKIPPED]} skipped.",
+            Status.PASSED,
+        )
+
+
+@dataclass
+class RunRecords:
+    """One run's records; their attachments are paths relative to the report directory being written."""
+
+    run: RunInfo
+    records: list[CaseRecord]
+
+
+def column_of(record: CaseRecord, run: RunInfo) -> Column:
+    versions = record.versions or run.versions
+    kubernetes = versions.get("kubernetes_server") or run.kubernetes_server or versions.get("kubernetes", "")
+    combination = record.combination or run.combination
+    key = f"{combination}@{kubernetes}"
+    shown = tuple((k, versions[k]) for k in ("kai", "trainer", "jobset") if versions.get(k))
+    return Column(key, combination, shown, kubernetes)
+
+
+def build(runs: list[RunRecords], title: str = "KAI Scheduler conformance report") -> Report:
+    cases: list[Case] = []
+    columns: dict[str, Column] = {}
+    for entry in runs:
+        for record in entry.records:
+            if record.run_id and record.run_id != entry.run.run_id:
+                continue  # left over from an earlier run into the same directory
+            column = columns.setdefault(column_of(record, entry.run).key, column_of(record, entry.run))
+            status = status_of(record)
+            category = categories.BY_NAME.get(record.category) or (
+                categories.from_message(record.failure_kind, exception_lines(record.message)[0])
+                if record.message and status in (Status.FAILED, Status.BROKEN)
+                else None
+            )
+            cases.append(Case(record, entry.run, status, anchor_for(entry.run.run_id, record.nodeid), column, category))
+    area_order = list(AREAS)
+    cases.sort(key=lambda c: (area_order.index(c.area) if c.area in AREAS else len(AREAS), c.record.nodeid))
+    return Report(
+        title=title,
+        generated=time.time(),
+        runs=[entry.run for entry in runs],
+        cases=cases,
+        columns=list(columns.values()),
+        behaviours=_behaviours(cases),
+        areas=_areas(cases),
+        label_tables=_label_tables(cases, list(columns.values())),
+    )
+
+
+def _behaviours(cases: list[Case]) -> list[Behaviour]:
+    behaviours: dict[str, Behaviour] = {}
+    for case in cases:
+        key = behaviour_of(case.record.nodeid)
+        behaviour = behaviours.setdefault(key, Behaviour(key, case.title, case.area))
+        behaviour.cells.setdefault(case.column.key, Cell()).cases.append(case)
+    return list(behaviours.values())
+
+
+def _areas(cases: list[Case]) -> list[AreaSummary]:
+    counts: dict[str, Counter] = {}
+    for case in cases:
+        counts.setdefault(case.area, Counter())[case.status] += 1
+    return [AreaSummary(area, AREAS.get(area, area), counts[area]) for area in counts]
+
+
+def _label_tables(cases: list[Case], columns: list[Column]) -> list[LabelTable]:
+    tables = []
+    for column in columns:
+        sources: list[str] = []
+        levels: list[str] = []
+        cells: dict[tuple[str, str], LabelCell] = {}
+        for case in cases:
+            if case.column.key != column.key:
+                continue
+            for observation in case.record.labels:
+                if observation.source not in sources:
+                    sources.append(observation.source)
+                if observation.level not in levels:
+                    levels.append(observation.level)
+                cells.setdefault((observation.source, observation.level), LabelCell()).add(observation, case)
+        if cells:
+            tables.append(LabelTable(column, sources, levels, cells))
+    return tables

@@ -1,0 +1,95 @@
+"""What one run was: versions, cluster, GPU topology, what was installed, how it ended.
+
+The main process writes it at the end of the run (``<report dir>/.state/run.json``); the reports show it in
+their environment sections and merging uses it to tell runs apart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    started: float | None = None  # seconds since the epoch
+    finished: float | None = None
+    combination: str = ""
+    versions: dict[str, str] = field(default_factory=dict)  # kai, trainer, jobset, kubernetes (as requested)
+    kubernetes_server: str = ""  # gitVersion the API server reported, when a case saw it
+    cluster: dict[str, Any] = field(default_factory=dict)  # provider, name, created_by_run, kept
+    topology: str = ""
+    gpus: dict[str, int] = field(default_factory=dict)  # node → GPUs
+    stack: dict[str, Any] = field(default_factory=dict)  # what was installed (ClusterState.stack)
+    sources: dict[str, str] = field(default_factory=dict)  # PR sources the stack was installed from
+    command: list[str] = field(default_factory=list)
+    exit_status: int | None = None
+    interrupted: bool = False
+    collection_errors: int = 0
+    leftovers: list[str] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return max(0.0, self.finished - self.started)
+
+    @property
+    def kubernetes(self) -> str:
+        """The server's version when known, else the requested minor."""
+        return self.kubernetes_server or self.versions.get("kubernetes", "")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunInfo:
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+    def save(self, state_dir: Path) -> Path:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path = state_dir / RUN_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, state_dir: Path) -> RunInfo | None:
+        path = state_dir / RUN_FILE
+        if not path.is_file():
+            return None
+        return cls.from_json(json.loads(path.read_text()))
+
+
+def gpu_topology(gpus: dict[str, int]) -> str:
+    """``8 GPUs on 2 nodes (w1: 4, w2: 4)``."""
+    if not gpus:
+        return "unknown"
+    total = sum(gpus.values())
+    nodes = ", ".join(f"{node}: {count}" for node, count in sorted(gpus.items()))
+    return f"{total} GPU{'s' if total != 1 else ''} on {len(gpus)} node{'s' if len(gpus) != 1 else ''} ({nodes})"
+
+
+def flatten(data: Any, prefix: str = "", limit: int = 240) -> dict[str, str]:
+    """Nested dicts/lists as dotted keys → short strings (for environment tables)."""
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key), limit))
+    elif isinstance(data, list) and all(not isinstance(v, (dict, list)) for v in data):
+        text = ", ".join(str(v) for v in data)
+        out[prefix] = text if len(text) <= limit else text[: limit - 1] + "…"
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            out.update(flatten(value, f"{prefix}[{index}]", limit))
+    else:
+        text = "" if data is None else str(data)
+        out[prefix] = text if len(text) <= limit else text[: limit - 1] + "…"
+    return out
