@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             from reports import sample as sample_data
 
             directories = sample_data.write_run_dirs(args.out / "runs-input")
-            _print(generate.merge(args.out, directories, "KAI Scheduler conformance report (sample data)"))
+            _print(generate.merge(args.out, directories, sample_data.TITLE))
     except generate.NoResults as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,8 +1,8 @@
 """Failure categories: one table, used both for Allure's ``categories.json`` and for the suite's own reports.
 
 Allure sorts a failed test into the first category whose status and message regex match; the status already
-separates the two kinds of failure (allure-pytest reports an ``AssertionError`` as *failed*, anything else as
-*broken*), which is the suite's taxonomy (``fixtures/errors.py``): failed = product, broken = infrastructure.
+separates the two kinds of failure (allure-pytest reports an ``AssertionError`` or ``pytest.fail()`` as
+*failed*, anything else as *broken*), which is the suite's taxonomy (``fixtures/errors.py``): failed = product, broken = infrastructure.
 Within each kind the categories name the exception types the suite raises. The message Allure matches is
 pytest's ``ExceptionInfo.exconly()``, i.e. ``"<module>.<Type>: <message>"``.
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+import pytest
 
 from fixtures import errors, waits
 
@@ -184,7 +186,7 @@ def allure_categories() -> list[dict]:
 
 def classify(exc: BaseException) -> Category:
     """The category of a live exception (first match in table order, like Allure)."""
-    status = "failed" if isinstance(exc, AssertionError) else "broken"
+    status = "failed" if isinstance(exc, (AssertionError, pytest.fail.Exception)) else "broken"
     for category in CATEGORIES:
         if status not in category.statuses:
             continue

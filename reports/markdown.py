@@ -4,10 +4,13 @@ version combinations."""
 
 from __future__ import annotations
 
+from html import escape
+
 from reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
 MAX_EXPLANATION = 600
+MAX_HEADLINE = 160
 MAX_CHARS = 60_000
 
 VERDICT_ICON = {"not-conformant": "❌", "inconclusive": "⚠️", "expectations-outdated": "❕", "conformant": "✅",
@@ -31,7 +34,8 @@ def _case_line(case: Case, report: Report) -> str:
 def _details(case: Case) -> str:
     body = "\n\n".join(f"{v.detector}: {v.explanation}" for v in case.failing_verdicts) or case.exception_text
     body = _clip(body, MAX_EXPLANATION).replace("```", "ʼʼʼ")
-    lines = [f"<details><summary>{_cell(case.headline) or 'details'}</summary>", "", "```text", body, "```"]
+    summary = _clip(_cell(case.headline), MAX_HEADLINE) or "details"
+    lines = [f"<details><summary>{escape(summary)}</summary>", "", "```text", body, "```"]
     if case.attachments:
         lines.append("Diagnostics: " + ", ".join(f"`{link}`" for _, link in case.attachments))
     lines += ["", "</details>"]

@@ -109,8 +109,9 @@ class Column:
     @property
     def title(self) -> str:
         v = dict(self.versions)
-        parts = [f"{name} {v[key]}" for key, name in (("kai", "KAI"), ("trainer", "Trainer"), ("jobset", "JobSet"))]
-        return " · ".join(p for p in parts if not p.endswith(" ")) or self.combination or "unknown versions"
+        parts = [f"{name} {v[key]}" for key, name in (("kai", "KAI"), ("trainer", "Trainer"), ("jobset", "JobSet"))
+                 if v.get(key)]  # fmt: skip
+        return " · ".join(parts) or self.combination or "unknown versions"
 
     @property
     def subtitle(self) -> str:

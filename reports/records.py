@@ -46,6 +46,8 @@ class PodTimes:
     bound: float | None = None
     running: float | None = None
     evicted: float | None = None
+    #: When the pod was last looked at (e.g. the end of a "never bound" hold): the picture extends to it.
+    observed: float | None = None
 
 
 @dataclass

@@ -12,20 +12,21 @@ from pathlib import Path
 from reports.records import CaseRecord, DetectorVerdict, LabelObservation, PodTimes, write
 from reports.runinfo import RunInfo
 
+TITLE = "KAI Scheduler conformance report (sample data)"
 T0 = 1_790_000_000.0  # a fixed instant, so the sample renders identically every time
 NEW = {"kai": "v0.17.0", "trainer": "v2.3.0", "jobset": "v0.12.0", "kubernetes": "1.35"}
 OLD = {"kai": "v0.16.8", "trainer": "v2.3.0", "jobset": "v0.12.0", "kubernetes": "1.35"}
 GPUS = {"kai-conformance-worker": 4, "kai-conformance-worker2": 4}
 
 
-def _gang(prefix: str, count: int, start: float, bound: list[float | None], node_of=None) -> list[PodTimes]:
+def _gang(prefix: str, count: int, start: float, bound: list[float | None], hold: float = 8.0) -> list[PodTimes]:
     pods = []
     for index in range(count):
         at = bound[index] if index < len(bound) else None
-        node = (node_of or (lambda i: f"kai-conformance-worker{'' if i % 2 == 0 else '2'}"))(index)
+        node = f"kai-conformance-worker{'' if index % 2 == 0 else '2'}"
         pods.append(
             PodTimes(f"{prefix}-node-0-{index}", prefix, node if at is not None else None, start + 0.05 * index,
-                     at, at + 1.4 + 0.1 * index if at is not None else None)
+                     at, at + 1.4 + 0.1 * index if at is not None else None, observed=start + hold)
         )  # fmt: skip
     return pods
 
@@ -75,7 +76,7 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
                 "gang-all-or-nothing", False,
                 "3 of 5 pods of gang trainjob-big were bound while 2 stayed pending: partial placement.\n"
                 "A gang needing 10 GPUs on a cluster with 8 must get no pod bound (minMember = 5).")],
-            timelines={"trainjob-big": _gang("trainjob-big", 5, T0 + 30, [T0 + 36.2, T0 + 36.3, T0 + 36.3])},
+            timelines={"trainjob-big": _gang("trainjob-big", 5, T0 + 30, [T0 + 36.2, T0 + 36.3, T0 + 36.3], 9.5)},
             attachments=[f"diagnostics/test_gang.py__{gang_wont.rsplit('::', 1)[-1]}[5x2-gpus-on-8]/{name}" for name in
                          ("events.txt", "pods.txt", "podgroups.yaml", "case-objects.yaml", "logs-kai-scheduler.txt")],
         ))  # fmt: skip
@@ -84,7 +85,7 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
             f"{gang_wont}[5x2-gpus-on-8]", "A gang that does not fit gets no pod bound", "gang", outcome="passed",
             duration=19.7, params={"case": "5x2-gpus-on-8"},
             verdicts=[DetectorVerdict("gang-all-or-nothing", True, "0 of 5 pods bound during the 15 s hold")],
-            timelines={"trainjob-big": _gang("trainjob-big", 5, T0 + 30, [])},
+            timelines={"trainjob-big": _gang("trainjob-big", 5, T0 + 30, [], hold=15.4)},
         ))  # fmt: skip
     cases.append(r(
         "suites/test_gang.py::test_control_default_scheduler_binds_part_of_a_gang",

@@ -46,19 +46,43 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _first_event(workload: WorkloadTimeline) -> float:
+    return min((t for p in workload.pods for t in (p.created, p.bound, p.running, p.evicted) if t is not None),
+               default=float("inf"))  # fmt: skip
+
+
+def _node_labels(workloads: list[WorkloadTimeline]) -> dict[str, str]:
+    """Node names without the prefix they all share (``kai-conformance-worker2`` → ``worker2``)."""
+    nodes = sorted({p.node for w in workloads for p in w.pods if p.node})
+    if len(nodes) < 2:
+        return {n: n for n in nodes}
+    first, last = nodes[0], nodes[-1]  # sorted: their common prefix is everyone's
+    shared = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), min(len(first), len(last)))
+    prefix = first[:shared][: first[:shared].rfind("-") + 1]
+    return {n: n[len(prefix) :] or n for n in nodes}
+
+
 def render(workloads: list[WorkloadTimeline], label: str = "pod timeline") -> str:
-    """One SVG for the workloads of a case, on a shared time axis starting at the first event."""
-    times = [t for w in workloads for p in w.pods for t in (p.created, p.bound, p.running, p.evicted) if t is not None]
+    """One SVG for the workloads of a case, in order of appearance, on a time axis from the first event."""
+    workloads = sorted(workloads, key=_first_event)
+    nodes = _node_labels(workloads)
+    times = [
+        t
+        for w in workloads
+        for p in w.pods
+        for t in (p.created, p.bound, p.running, p.evicted, p.observed)
+        if t is not None
+    ]
     if not times:
         return ""
     start = min(times)
     span = max(max(times) - start, 1.0) * 1.08
     scale = (PLOT_RIGHT - PLOT_LEFT) / span
 
-    def x(t: float | None) -> float:
-        return PLOT_LEFT + ((t if t is not None else start + span) - start) * scale
+    def x(t: float) -> float:
+        return PLOT_LEFT + (t - start) * scale
 
-    end_x = x(None)
+    end_x = x(max(times))  # the last observation: pending and running bars end here
     rows = sum(len(w.pods) for w in workloads)
     height = LEGEND + len(workloads) * HEADER + rows * ROW + AXIS
     out = [
@@ -87,7 +111,7 @@ def render(workloads: list[WorkloadTimeline], label: str = "pod timeline") -> st
         )
         y += HEADER
         for pod in workload.pods:
-            out += _row(pod, y, start, x, end_x)
+            out += _row(pod, nodes.get(pod.node or "", ""), y, start, x, end_x)
             y += ROW
     out.append("</svg>")
     return "".join(out)
@@ -116,7 +140,7 @@ def _cross(cx: float, cy: float, colour: str, size: float = 5) -> str:
     )
 
 
-def _row(pod, y: float, start: float, x, end_x: float) -> list[str]:
+def _row(pod, node: str, y: float, start: float, x, end_x: float) -> list[str]:
     mid = y + ROW / 2
     rel = {k: (getattr(pod, k) - start if getattr(pod, k) is not None else None) for k in
            ("created", "bound", "running", "evicted")}  # fmt: skip
@@ -126,10 +150,10 @@ def _row(pod, y: float, start: float, x, end_x: float) -> list[str]:
     )
     out = [f"<g><title>{escape(tip)}</title>"]
     out.append(f'<text x="10" y="{mid + 4}" fill="{TEXT}">{escape(_short(pod.pod, 26))}</text>')
-    if pod.node:
+    if node:
         out.append(
-            f'<text x="{LABEL_WIDTH}" y="{mid + 4}" fill="{MUTED}" text-anchor="end" font-size="9">'
-            f"{escape(_short(pod.node, 14))}</text>"
+            f'<text x="{LABEL_WIDTH}" y="{mid + 4}" fill="{MUTED}" text-anchor="end" font-size="10">'
+            f"{escape(_short(node, 12))}</text>"
         )
     created = x(pod.created if pod.created is not None else start)
     stop = x(pod.evicted) if pod.evicted is not None else end_x
@@ -156,6 +180,7 @@ def _row(pod, y: float, start: float, x, end_x: float) -> list[str]:
             )
     elif pod.evicted is None:
         out.append(
+            f'<rect x="{end_x - 74:.1f}" y="{mid - 7}" width="74" height="14" fill="#fff" opacity="0.85"/>'
             f'<text x="{end_x - 2:.1f}" y="{mid + 4}" fill="{MUTED}" font-style="italic" text-anchor="end">'
             "never bound</text>"
         )
