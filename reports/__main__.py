@@ -14,13 +14,12 @@ from pathlib import Path
 from reports import generate
 
 
-def _print(written: generate.Written) -> None:
-    verdict = written.report.verdict
-    print(f"{verdict.headline}")
+def _print(written: generate.Written, step_summary: bool = True) -> None:
+    print(written.report.verdict.headline)
     print(f"  HTML report:      {written.html}")
     print(f"  Markdown summary: {written.markdown}")
     print(f"  JSON summary:     {written.json}")
-    summary = generate.append_step_summary(written.markdown)
+    summary = generate.append_step_summary(written.markdown) if step_summary else None
     if summary is not None:
         print(f"  appended the Markdown summary to $GITHUB_STEP_SUMMARY ({summary})")
 
@@ -47,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             from reports import sample as sample_data
 
             directories = sample_data.write_run_dirs(args.out / "runs-input")
-            _print(generate.merge(args.out, directories, sample_data.TITLE))
+            _print(generate.merge(args.out, directories, sample_data.TITLE), step_summary=False)
     except generate.NoResults as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import textwrap
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,6 +30,11 @@ AREAS: dict[str, str] = {
     "control": "Detector controls",
     "": "Other",
 }
+
+
+#: Diagnostics files listed first: what a reader of a failure usually opens first.
+FIRST_DIAGNOSTICS = ("events.txt", "pods.txt", "podgroups.yaml", "case-objects.yaml", "applied-objects.yaml",
+                     "logs-kai-scheduler.txt", "gpus.txt")  # fmt: skip
 
 
 class Status(Enum):
@@ -72,13 +78,9 @@ def status_of(record: CaseRecord) -> Status:
 
 def exception_lines(message: str) -> list[str]:
     """The exception's own lines from a pytest traceback text (``E   ...``), else its last lines."""
-    lines = [
-        line[4:] if line.startswith("E   ") else line[1:].lstrip()
-        for line in message.splitlines()
-        if line.startswith("E ") or line == "E"
-    ]
+    lines = [line[1:] for line in message.splitlines() if line.startswith("E ") or line == "E"]
     if lines:
-        return lines
+        return textwrap.dedent("\n".join(lines)).splitlines()
     return [line for line in message.strip().splitlines()[-20:]]
 
 
@@ -216,8 +218,10 @@ class Case:
 
     @property
     def attachments(self) -> list[tuple[str, str]]:
-        """(file name, link relative to the report directory) of each diagnostic file."""
-        return [(path.rsplit("/", 1)[-1], path) for path in self.record.attachments]
+        """(file name, link relative to the report directory) of each diagnostic file, the telling ones first."""
+        named = [(path.rsplit("/", 1)[-1], path) for path in self.record.attachments]
+        return sorted(named, key=lambda item: (FIRST_DIAGNOSTICS.index(item[0]) if item[0] in FIRST_DIAGNOSTICS
+                                               else len(FIRST_DIAGNOSTICS), item[0]))  # fmt: skip
 
 
 @dataclass

@@ -21,7 +21,10 @@ else
 fi
 echo "ensure_chromium: installing Debian's chromium package (for the report rendering self-test)" >&2
 export DEBIAN_FRONTEND=noninteractive
-if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } >/dev/null; then
+log="$(mktemp)"
+if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } >"$log" 2>&1; then
+  tail -n 20 "$log" >&2
   echo "ensure_chromium: apt-get could not install chromium; the rendering test will skip" >&2
 fi
+rm -f "$log"
 exit 0

@@ -184,3 +184,28 @@ def test_environment_helpers() -> None:
     flat = flatten({"kai": {"chart": "oci://x", "set": ["a=1", "b=2"], "values": [{"k": 1}]}, "long": "y" * 500})
     assert flat["kai.chart"] == "oci://x" and flat["kai.set"] == "a=1, b=2" and flat["kai.values[0].k"] == "1"
     assert len(flat["long"]) == 240
+
+
+def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> None:
+    from types import SimpleNamespace
+
+    from clusters.catalog import load_topology
+    from fixtures.options import CATALOG, InstallSources
+    from fixtures.reporting import describe_run
+
+    settings = SimpleNamespace(
+        combination=CATALOG.combination("kai-v0.16.8+trainer-v2.2.0"), kubernetes="1.34", cluster="kind",
+        kind_cluster_name="kc", context=None, topology=load_topology("pr-gate"),
+        sources=InstallSources(kai_chart="./deployments/kai-scheduler", load_images=("kai:pr-1", "binder:pr-1")),
+    )  # fmt: skip
+    planned = describe_run("r", settings, {})
+    assert planned.versions == {"kai": "v0.16.8", "trainer": "v2.2.0", "jobset": "v0.11.1", "kubernetes": "1.34"}
+    assert planned.gpus == {"kc-worker": 4, "kc-worker2": 4, "kc-worker3": 4}
+    assert planned.cluster == {"provider": "kind", "name": "kc"} and planned.topology == "pr-gate"
+    assert planned.sources == {"kai_chart": "./deployments/kai-scheduler", "load_images": "kai:pr-1, binder:pr-1"}
+    state = {"provider": "kind", "name": "kc", "created_by_run": True, "gpus": {"kc-worker": 2},
+             "stack": {"kai": {"image_tag": "pr-1"}}, "added_later": {"x": 1}}  # fmt: skip
+    seen = describe_run("r", settings, state)
+    assert seen.gpus == {"kc-worker": 2} and seen.stack == {"kai": {"image_tag": "pr-1"}}
+    assert seen.cluster == {"provider": "kind", "name": "kc", "created_by_run": True}
+    assert describe_run("r", None, {}).versions == {}
