@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from reports import generate
@@ -45,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from reports import sample as sample_data
 
-            directories = sample_data.write_run_dirs(args.out / "runs-input")
-            _print(generate.merge(args.out, directories, sample_data.TITLE), step_summary=False)
+            with tempfile.TemporaryDirectory(prefix="kai-report-sample-") as inputs:
+                directories = sample_data.write_run_dirs(Path(inputs))
+                _print(generate.merge(args.out, directories, sample_data.TITLE), step_summary=False)
     except generate.NoResults as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
