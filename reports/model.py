@@ -84,6 +84,11 @@ def exception_lines(message: str) -> list[str]:
     return [line for line in message.strip().splitlines()[-20:]]
 
 
+def area_of(record: CaseRecord) -> str:
+    """The record's area; control cases without one count as their own area."""
+    return record.area or ("control" if "control" in record.markers else "")
+
+
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     """``1 product failure`` / ``2 product failures``."""
     return f"{count} {noun if count == 1 else plural_form or noun + 's'}"
@@ -172,9 +177,7 @@ class Case:
 
     @property
     def area(self) -> str:
-        if self.record.area:
-            return self.record.area
-        return "control" if "control" in self.record.markers else ""
+        return area_of(self.record)
 
     @property
     def is_control(self) -> bool:
