@@ -109,7 +109,7 @@ def test_pytest_suites_on_an_unreachable_existing_cluster(tmp_path: Path) -> Non
         "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
         "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
     )
-    result = run_suite(["--cluster", "existing", "--kubeconfig", str(kubeconfig)], tmp_path, path=os.environ["PATH"])
+    result = run_suite(["--cluster", "existing", f"--kubeconfig={kubeconfig}"], tmp_path, path=os.environ["PATH"])
     output = result.stdout + result.stderr
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
     assert f"the cluster in {kubeconfig} is unreachable" in output
