@@ -455,6 +455,8 @@ class PartialGangWatch:
         self.observations += 1
         verdict = gang_all_or_nothing(snap, self.size)
         if verdict.ok:
+            if self.since is not None:  # the partial moment ended somewhere before this observation
+                self.longest = max(self.longest, snap.taken_at - self.since)
             self.since = None
         else:
             self.since = snap.taken_at if self.since is None else self.since
@@ -471,7 +473,7 @@ class PartialGangWatch:
             "gang-never-partial",
             True,
             f"never partial for more than {self.grace:.0f}s in {self.observations} observation(s) "
-            f"(longest partial moment {self.longest:.1f}s)",
+            f"(longest partial moment at most {self.longest:.1f}s)",
         )
 
 
