@@ -26,7 +26,7 @@ from fixtures.render import RenderContext
 from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
-from suites.support.cases import ControllerMarksCase, PriorityCase, PropagationCase, param, skip_unless
+from suites.support.cases import ControllerMarksCase, PriorityCase, PropagationCase, param, require_gpus, skip_unless
 from suites.support.detectors import (
     Arrival,
     arrivals_as_expected,
@@ -66,6 +66,7 @@ def test_metadata_arrives_only_where_the_chain_copies_it(
     record: CaseRecorder,
 ) -> None:
     """A label and an annotation set at one source are found exactly at the levels the table names."""
+    require_gpus(ctx.layout, 1)
     skip_unless(
         case.source not in PATCH_SOURCES or expect.trainer.runtime_patches,
         f"{expect.trainer.name} has no spec.runtimePatches",
@@ -90,6 +91,7 @@ def test_the_controllers_mark_jobs_and_pods(
     record: CaseRecorder,
 ) -> None:
     """schedulerName reaches every pod, JobSet labels its Jobs and pods, KAI annotates and labels every pod."""
+    require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
     snap = grouped(observer, "marks", case.pods, timeouts)
     found = [scheduler_name_arrival(snap)]
@@ -116,6 +118,7 @@ def test_a_priority_class_label_reaches_the_podgroup(
     record: CaseRecorder,
 ) -> None:
     """``priorityClassName`` labelled at the source (or none) decides PodGroup.spec.priorityClassName."""
+    require_gpus(ctx.layout, 1)
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("prio", 1)
     job.visible(timeouts("schedule"))

@@ -25,7 +25,7 @@ from fixtures.render import RenderContext
 from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
-from suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param
+from suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param, require_gpus
 from suites.support.detectors import (
     access_granted,
     all_of,
@@ -62,6 +62,7 @@ def test_one_podgroup_per_trainjob_owned_by_its_jobset(
     record: CaseRecorder,
 ) -> None:
     """One PodGroup pg-<jobset>-<uid>, owned only by the JobSet; TrainJob → JobSet → Job → Pod by uid."""
+    require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("owned", case.total_pods)
     job.visible(timeouts("schedule"))
@@ -87,6 +88,7 @@ def test_the_podgroup_has_the_shape_of_its_version(
     record: CaseRecorder,
 ) -> None:
     """The PodGroup spec is the expectation row's, every pod is in its SubGroup, and the whole gang binds."""
+    require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("owned", case.total_pods)
     job.visible(timeouts("schedule"))
@@ -125,6 +127,7 @@ def test_deleting_the_trainjob_collects_everything(
     record: CaseRecorder,
 ) -> None:
     """Deleting the TrainJob removes its JobSet, Jobs, pods and PodGroup through garbage collection."""
+    require_gpus(ctx.layout, case.pods)
     objs = workspace.apply_all(case.manifests(ctx))
     job = observer.workload("owned", case.total_pods)
     job.visible(timeouts("schedule"))
@@ -176,6 +179,7 @@ def test_a_depends_on_runtime_is_scheduled(
                 reason=f"{expect.kai.name}: {expect.kai.depends_on_gap}", raises=AssertionError, strict=True
             )
         )
+    require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
     nodes = observer.workload("owned", case.pods)
     nodes.visible(timeouts("schedule"))

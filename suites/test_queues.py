@@ -25,7 +25,7 @@ from fixtures.render import RenderContext
 from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
-from suites.support.cases import HierarchyCase, QueueMoveCase, RoutingCase, param, skip_unless
+from suites.support.cases import HierarchyCase, QueueMoveCase, RoutingCase, param, require_gpus
 from suites.support.detectors import (
     all_of,
     arrivals_as_expected,
@@ -77,6 +77,7 @@ def test_the_podgroup_is_queued_by_label_precedence(
     record: CaseRecorder,
 ) -> None:
     """The PodGroup's queue follows the labels' precedence, and each label is found only where it arrives."""
+    require_gpus(ctx.layout, 1)
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("routed", 1)
     job.visible(timeouts("schedule"))
@@ -146,7 +147,7 @@ def test_a_hierarchical_queue_limit_admits_up_to_the_limit(
     record: CaseRecorder,
 ) -> None:
     """Within the child's or parent's GPU limit the gang runs; one GPU over it nothing binds, with OverLimit."""
-    skip_unless(ctx.layout.total >= case.pods, f"needs {case.pods} GPUs; the cluster has {ctx.layout.total}")
+    require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("hier", case.pods)
     job.visible(timeouts("schedule"))
@@ -185,6 +186,7 @@ def test_the_queue_does_not_move_after_creation(
     record: CaseRecorder,
 ) -> None:
     """Relabelling a TrainJob to another queue and regrouping its pods keeps the PodGroup's queue."""
+    require_gpus(ctx.layout, 1)
     first, second = queue_name(ctx.namespace, "first"), queue_name(ctx.namespace, "second")
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("mover", 1)

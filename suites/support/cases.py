@@ -64,6 +64,15 @@ def skip_unless(condition: bool, reason: str) -> None:
         pytest.skip(reason)
 
 
+def require_gpus(layout: GpuLayout, gpus: int) -> None:
+    skip_unless(layout.total >= gpus, f"needs {gpus} GPU(s); the cluster has {layout.total} ({layout.describe()})")
+
+
+def held_if_fits(gpus: int, layout: GpuLayout) -> int:
+    """GPUs a fixed-size case holds: all of them, or none on a cluster too small (its test then skips)."""
+    return gpus if gpus <= layout.total else 0
+
+
 def _gang_annotations(ctx: RenderContext, pods: int) -> dict[str, str]:
     return expectations_for(ctx.combination).kai.gang_annotations(pods)
 
@@ -241,7 +250,7 @@ class RoutingCase:
         return [*self.queues(ctx), *self.runtime(ctx), self.trainjob(ctx)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return 0 if self.expected_role in self.missing else 1
+        return 0 if self.expected_role in self.missing else held_if_fits(1, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
@@ -283,7 +292,7 @@ class HierarchyCase:
         return [*self.queues(ctx), self.trainjob(ctx)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return 0 if self.over else self.pods
+        return 0 if self.over else held_if_fits(self.pods, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
@@ -306,7 +315,7 @@ class QueueMoveCase:
         return [*self.queues(ctx), self.trainjob(ctx)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return 1
+        return held_if_fits(1, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
@@ -367,7 +376,7 @@ class PropagationCase:
         return [self.queue(ctx), *self.runtime(ctx), self.trainjob(ctx)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return 1
+        return held_if_fits(1, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
@@ -387,7 +396,7 @@ class ControllerMarksCase:
         ]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return self.pods
+        return held_if_fits(self.pods, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
@@ -422,7 +431,7 @@ class PriorityCase:
         return [*objs, _job(ctx, "prio", 1, 1, "priority", **kwargs)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return 1
+        return held_if_fits(1, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
@@ -581,7 +590,7 @@ class PodGroupCase:
         return [queue, *self.runtime(ctx), self.trainjob(ctx)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
-        return self.pods
+        return held_if_fits(self.pods, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         return ()
