@@ -15,7 +15,7 @@ from typing import Any
 
 from fixtures import kinds
 from fixtures.kube import KubeApi
-from fixtures.waits import ConditionNotMet, ConditionViolated, Observation, consistently, eventually
+from fixtures.waits import POLL_INTERVAL, ConditionNotMet, ConditionViolated, Observation, consistently, eventually
 from reports.records import PodTimes
 from suites.support.detectors import Verdict
 from suites.support.snapshot import (
@@ -74,8 +74,10 @@ class Timeline:
 class Observer:
     """Snapshots of one namespace. ``owners``/``events`` widen a snapshot beyond pods and PodGroups."""
 
-    def __init__(self, kube: KubeApi, namespace: str, clock: Callable[[], float] = time.time) -> None:
-        self.kube, self.namespace, self.clock = kube, namespace, clock
+    def __init__(
+        self, kube: KubeApi, namespace: str, clock: Callable[[], float] = time.time, interval: float = POLL_INTERVAL
+    ) -> None:
+        self.kube, self.namespace, self.clock, self.interval = kube, namespace, clock, interval
         self.timeline = Timeline()
 
     def snapshot(self, *, events: bool = False, owners: bool = False) -> Snapshot:
@@ -108,7 +110,8 @@ class Observer:
         ``guard`` is judged on every snapshot on the way; its first violation fails the wait at once.
         """
         last: list[tuple[Snapshot, Verdict]] = []
-        eventually(self._probe(check, guard, what, last, events, owners), what=what, timeout=timeout, failure=failure)
+        probe = self._probe(check, guard, what, last, events, owners)
+        eventually(probe, what=what, timeout=timeout, failure=failure, interval=self.interval)
         return last[0]
 
     def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
@@ -139,7 +142,8 @@ class Observer:
     ) -> tuple[Snapshot, Verdict]:
         """``check`` must pass in every snapshot for ``hold`` seconds; returns the last snapshot and verdict."""
         last: list[tuple[Snapshot, Verdict]] = []
-        consistently(self._probe(check, guard, what, last, events, owners), what=what, hold=hold, failure=failure)
+        probe = self._probe(check, guard, what, last, events, owners)
+        consistently(probe, what=what, hold=hold, failure=failure, interval=self.interval)
         return last[0]
 
     def _probe(
