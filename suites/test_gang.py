@@ -27,6 +27,7 @@ from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
 from suites.support.cases import BlockedGangCase, GangCase, param, skip_unless
 from suites.support.detectors import (
+    PartialGangWatch,
     all_of,
     bind_spread,
     fires,
@@ -38,7 +39,7 @@ from suites.support.detectors import (
     pods_running,
 )
 from suites.support.expectations import Expectations
-from suites.support.observe import Observer, Workload
+from suites.support.observe import Check, Observer, Workload
 from suites.support.shapes import GangShape, GpuSize, PodCount
 from suites.support.snapshot import Snapshot
 from suites.support.timing import settle
@@ -86,6 +87,7 @@ def test_a_gang_that_fits_is_bound_together(
         lambda s: gang_fully_bound(s, pods),
         what=f"[{expect.kai.name}] all {case.shape.describe(ctx.layout)} of the gang bound",
         timeout=timeouts("schedule"),
+        guard=never_partial_for_long(gang, timeouts),
     )
     record.verdict(bound)
     assert_bound_together(gang, snap, timeouts, record, expect)
@@ -145,7 +147,8 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
         case.gang.fits(ctx.layout) and gang_pods > 1,
         f"{case.gang.describe(ctx.layout)} is no gang that one blocker can hold back on this cluster",
     )
-    blocker_objs = workspace.apply_all(case.blocker(ctx))
+    workspace.apply(case.queue(ctx))
+    blocker_job = workspace.apply(case.blocker(ctx))
     blocker = observer.workload("blocker", blocker_pods)
     blocker.visible(timeouts("schedule"))
     blocker.until(
@@ -154,7 +157,7 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
         timeout=timeouts("schedule"),
     )
 
-    workspace.apply_all(case.waiting_gang(ctx))
+    workspace.apply(case.waiting_gang(ctx))
     gang = observer.workload("gang", gang_pods)
     gang.visible(timeouts("schedule"))
     _, held = observer.holds(
@@ -164,11 +167,12 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
     )
     record.verdict(held)
 
-    workspace.delete(blocker_objs[-1])
+    workspace.delete(blocker_job)
     snap, bound = gang.until(
         lambda s: gang_fully_bound(s, gang_pods),
         what=f"[{expect.kai.name}] the gang of {gang_pods} bound once the blocker is gone",
         timeout=timeouts("schedule"),
+        guard=never_partial_for_long(gang, timeouts),
     )
     record.verdict(bound)
     assert_bound_together(gang, snap, timeouts, record, expect)
@@ -201,6 +205,11 @@ def test_control_the_default_scheduler_places_an_oversized_gang_partially(
 
 
 # ------------------------------------------------------------------------------------------------- shared steps
+def never_partial_for_long(gang: Workload, timeouts: TimeoutPolicy) -> Check:
+    """A guard for the wait while the binder binds: a gang may look partial for a moment, not for longer."""
+    return gang.narrow(PartialGangWatch(gang.size, settle(timeouts)).observe)
+
+
 def assert_bound_together(
     gang: Workload, snap: Snapshot, timeouts: TimeoutPolicy, record: CaseRecorder, expect: Expectations
 ) -> None:

@@ -74,8 +74,8 @@ def test_metadata_arrives_only_where_the_chain_copies_it(
     workspace.apply_all(case.manifests(ctx))
     snap = grouped(observer, "labels", 1, timeouts)
     expected = ARRIVALS[case.source]
-    found = arrivals(snap, case.source, case.label_key, expected) + arrivals(
-        snap, case.source, case.annotation_key, expected, annotation=True
+    found = arrivals(snap, case.source, case.key, expected) + arrivals(
+        snap, case.source, case.key, expected, annotation=True
     )
     assert_arrivals(found, record, expect)
 

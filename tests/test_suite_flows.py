@@ -187,7 +187,7 @@ def test_a_trainer_copying_trainjob_labels_to_pods_fails_with_the_level_named(fl
     with pytest.raises(AssertionError) as failure:
         test_labels.test_metadata_arrives_only_where_the_chain_copies_it(case, **h.args())
     assert (
-        "label label.kai-conformance.io/trainjob-metadata from trainjob-metadata at Pod: expected absent, found present"
+        "label propagation.kai-conformance.io/trainjob-metadata from trainjob-metadata at Pod: expected absent, found present"
         in str(failure.value)
     )
     wrong = [o for o in h.record.record.labels if not o.as_expected]

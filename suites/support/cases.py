@@ -9,9 +9,10 @@ Each case is a frozen dataclass with
 * ``marks()`` – ``serial``/``disruptive`` when it needs whole nodes or the whole cluster.
 
 Numbers come from the GPU layout in ``ctx`` (the cluster's at run time, the topology's in render mode).
-Queues: every case has its own leaf queues under the suite's parent queue, with GPU quota and limit equal to what
-the case uses unless the case is about quotas. A queue at or below its quota is never reclaimed and a case never
-borrows, so cases running side by side cannot take GPUs from each other.
+Queues: every case has its own leaf queues under the suite's parent queue. A case that may run beside others gets
+GPU quota and limit equal to what it uses: a queue at or below its quota is never reclaimed and such a case never
+borrows, so cases running side by side cannot take GPUs from each other. Serial cases size their queues for what
+they test (a whole-cluster quota, or quotas that split the cluster).
 """
 
 from __future__ import annotations
@@ -138,7 +139,11 @@ class GangCase:
 
 @dataclass(frozen=True)
 class BlockedGangCase:
-    """A running blocker leaves one pod slot too few for the gang; the gang waits whole, then binds whole."""
+    """A running blocker leaves one pod slot too few for the gang; the gang waits whole, then binds whole.
+
+    Blocker and gang share one queue of equal priority (``train``) whose quota is the whole cluster: nothing may
+    preempt (equal priority) or reclaim (same queue) the blocker, so only capacity holds the gang back.
+    """
 
     gang: GangShape
 
@@ -154,22 +159,19 @@ class BlockedGangCase:
         pods, gpus = self.gang.size(layout)
         return max(1, layout.pods_that_fit(gpus) - pods + 1), gpus
 
-    def blocker(self, ctx: RenderContext) -> list[Manifest]:
-        pods, gpus = self.blocker_size(ctx.layout)
-        return [
-            case_queue(ctx, "blocker", gpu_quota=pods * gpus, gpu_limit=pods * gpus),
-            _job(ctx, "blocker", pods, gpus, "blocker"),
-        ]
+    def queue(self, ctx: RenderContext) -> Manifest:
+        return case_queue(ctx, "shared", gpu_quota=ctx.layout.total, gpu_limit=UNLIMITED)
 
-    def waiting_gang(self, ctx: RenderContext) -> list[Manifest]:
+    def blocker(self, ctx: RenderContext) -> Manifest:
+        pods, gpus = self.blocker_size(ctx.layout)
+        return _job(ctx, "blocker", pods, gpus, "shared")
+
+    def waiting_gang(self, ctx: RenderContext) -> Manifest:
         pods, gpus = self.gang.size(ctx.layout)
-        return [
-            case_queue(ctx, "gang", gpu_quota=pods * gpus, gpu_limit=pods * gpus),
-            _job(ctx, "gang", pods, gpus, "gang"),
-        ]
+        return _job(ctx, "gang", pods, gpus, "shared")
 
     def manifests(self, ctx: RenderContext) -> list[Manifest]:
-        return self.blocker(ctx) + self.waiting_gang(ctx)
+        return [self.queue(ctx), self.blocker(ctx), self.waiting_gang(ctx)]
 
     def gpu_demand(self, layout: GpuLayout) -> int:
         return layout.total
@@ -322,8 +324,8 @@ class QueueMoveCase:
 
 
 # ----------------------------------------------------------------------------------------------------- labels
-LABEL_PREFIX = "label.kai-conformance.io"
-ANNOTATION_PREFIX = "annotation.kai-conformance.io"
+#: Prefix of the label and annotation keys the propagation cases set (one key per source, as label and annotation).
+PROPAGATION_PREFIX = "propagation.kai-conformance.io"
 
 
 @dataclass(frozen=True)
@@ -337,19 +339,12 @@ class PropagationCase:
         return self.source
 
     @property
-    def label_key(self) -> str:
-        return f"{LABEL_PREFIX}/{self.source}"
-
-    @property
-    def annotation_key(self) -> str:
-        return f"{ANNOTATION_PREFIX}/{self.source}"
+    def key(self) -> str:
+        return f"{PROPAGATION_PREFIX}/{self.source}"
 
     @property
     def marker(self) -> Manifest:
-        return metadata({self.label_key: "set"}, {self.annotation_key: "set"})
-
-    def expected_at(self, level: str) -> bool:
-        return level in ARRIVALS[self.source]
+        return metadata({self.key: "set"}, {self.key: "set"})
 
     def queue(self, ctx: RenderContext) -> Manifest:
         return case_queue(ctx, "labels", gpu_quota=1, gpu_limit=1)
