@@ -3,6 +3,8 @@ the PodGroup shapes the research documents."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clusters.catalog import Catalog
@@ -114,3 +116,9 @@ def test_label_arrival_table_names_only_known_levels_and_never_pods_for_trainjob
     assert "Pod" not in ex.ARRIVALS["trainjob-metadata"]
     assert "PodGroup" in ex.ARRIVALS["trainjob-metadata"]
     assert set(ex.QUEUE_LABEL_PRECEDENCE) <= set(ex.ARRIVALS)
+
+
+def test_docs_show_every_row() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "suites.md").read_text()
+    for minor in [*ex.KAI_ROWS, *ex.TRAINER_ROWS, *ex.JOBSET_ROWS]:
+        assert f"| {minor}" in text or f", {minor}" in text, f"docs/suites.md lacks the {minor} row"

@@ -54,9 +54,9 @@ SERIAL = pytest.mark.serial
 DISRUPTIVE = pytest.mark.disruptive
 
 
-def param(case: Any, *extra_marks: pytest.MarkDecorator) -> Any:
+def param(case: Any) -> Any:
     """``pytest.param`` of a case with its id and marks."""
-    return pytest.param(case, id=case.id, marks=(*case.marks(), *extra_marks))
+    return pytest.param(case, id=case.id, marks=case.marks())
 
 
 def skip_unless(condition: bool, reason: str) -> None:
@@ -132,7 +132,7 @@ class GangCase:
             return (SERIAL,)
         if self.shape.needs_whole_cluster:  # fills every GPU
             return (SERIAL, DISRUPTIVE)
-        if self.shape.gpus is GpuSize.WHOLE_NODE:  # needs empty nodes
+        if self.shape.needs_whole_nodes:
             return (SERIAL,)
         return ()
 

@@ -93,7 +93,7 @@ class GangShape:
     @property
     def needs_whole_nodes(self) -> bool:
         """Whole-node pods need empty nodes, which free GPUs scattered by side-by-side cases do not give."""
-        return self.gpus is not GpuSize.ONE
+        return self.gpus is GpuSize.WHOLE_NODE
 
     @property
     def needs_whole_cluster(self) -> bool:
