@@ -100,8 +100,8 @@ def test_a_gang_that_fits_is_bound_together(
     record.verdict(running)
 
 
-@pytest.mark.parametrize("case", [param(c) for c in LARGER_THAN_THE_CLUSTER])
-def test_a_gang_larger_than_the_cluster_binds_no_pod(
+@pytest.mark.parametrize("case", [param(c) for c in LARGER_THAN_THE_CLUSTER + PODS_LARGER_THAN_ANY_NODE])
+def test_a_gang_that_cannot_fit_binds_no_pod(
     case: GangCase,
     ctx: RenderContext,
     workspace: Workspace,
@@ -110,24 +110,26 @@ def test_a_gang_larger_than_the_cluster_binds_no_pod(
     timeouts: TimeoutPolicy,
     record: CaseRecorder,
 ) -> None:
-    """One pod more than the empty cluster holds: no pod is bound, and the pods and the PodGroup say why."""
+    """Larger than the empty cluster, or pods larger than any node: for the whole hold no pod is bound, and the
+    pending pods and the PodGroup say why."""
     skip_unless(ctx.layout.total > 0, "the cluster has no GPUs")
-    assert_never_placed(case, ctx, workspace, observer, expect, timeouts, record)
-
-
-@pytest.mark.parametrize("case", [param(c) for c in PODS_LARGER_THAN_ANY_NODE])
-def test_a_gang_whose_pods_fit_no_node_binds_no_pod(
-    case: GangCase,
-    ctx: RenderContext,
-    workspace: Workspace,
-    observer: Observer,
-    expect: Expectations,
-    timeouts: TimeoutPolicy,
-    record: CaseRecorder,
-) -> None:
-    """Each pod asks for more GPUs than any node has: no pod is bound, and the pods and the PodGroup say why."""
-    skip_unless(ctx.layout.total > 0, "the cluster has no GPUs")
-    assert_never_placed(case, ctx, workspace, observer, expect, timeouts, record)
+    pods, _ = case.size(ctx.layout)
+    workspace.apply_all(case.manifests(ctx))
+    gang = observer.workload(case.workload, pods)
+    gang.visible(timeouts("schedule"))
+    _, held = gang.holds(
+        lambda s: nothing_bound(s, pods),
+        what=f"[{expect.kai.name}] no pod of {case.shape.describe(ctx.layout)} bound",
+        hold=timeouts.hold,
+    )
+    record.verdict(held)
+    _, explained = gang.until(
+        lambda s: all_of(pods_marked_unschedulable(s), podgroup_explains(s)),
+        what=f"[{expect.kai.name}] the pending pods and the PodGroup of TrainJob {case.workload} say why",
+        timeout=timeouts("api"),
+        events=True,
+    )
+    record.verdict(explained)
 
 
 @pytest.mark.parametrize("case", [param(c) for c in BLOCKED])
@@ -218,31 +220,3 @@ def assert_bound_together(
     record.verdict(spread)
     record.note(f"TrainJob {gang.name}: {spread.explanation}")
     assert spread.ok, f"[{expect.kai.name}] TrainJob {gang.name} was not bound together: {spread}"
-
-
-def assert_never_placed(
-    case: GangCase,
-    ctx: RenderContext,
-    workspace: Workspace,
-    observer: Observer,
-    expect: Expectations,
-    timeouts: TimeoutPolicy,
-    record: CaseRecorder,
-) -> None:
-    pods, _ = case.size(ctx.layout)
-    workspace.apply_all(case.manifests(ctx))
-    gang = observer.workload(case.workload, pods)
-    gang.visible(timeouts("schedule"))
-    _, held = gang.holds(
-        lambda s: nothing_bound(s, pods),
-        what=f"[{expect.kai.name}] no pod of {case.shape.describe(ctx.layout)} bound",
-        hold=timeouts.hold,
-    )
-    record.verdict(held)
-    _, explained = gang.until(
-        lambda s: all_of(pods_marked_unschedulable(s), podgroup_explains(s)),
-        what=f"[{expect.kai.name}] the pending pods and the PodGroup of TrainJob {case.workload} say why",
-        timeout=timeouts("api"),
-        events=True,
-    )
-    record.verdict(explained)

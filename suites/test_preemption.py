@@ -97,8 +97,8 @@ def test_no_preemption_without_a_preemptible_lower_priority_victim(
     assert_undisturbed(observer, victim, newcomer, timeouts, record, expect)
 
 
-@pytest.mark.parametrize("case", [param(ReclaimCase(borrowing=True))])
-def test_a_queue_over_its_quota_is_reclaimed_for_a_queue_within_its_quota(
+@pytest.mark.parametrize("case", [param(ReclaimCase(borrowing=True)), param(ReclaimCase(borrowing=False))])
+def test_reclaim_takes_back_only_what_a_queue_borrowed(
     case: ReclaimCase,
     ctx: RenderContext,
     workspace: Workspace,
@@ -107,7 +107,8 @@ def test_a_queue_over_its_quota_is_reclaimed_for_a_queue_within_its_quota(
     timeouts: TimeoutPolicy,
     record: CaseRecorder,
 ) -> None:
-    """The borrowing queue's gang is evicted whole so the other queue gets its quota."""
+    """A queue over its quota is evicted whole so that the other gets its quota; a queue within its quota keeps its
+    gang while the other asks beyond its own."""
     skip_unless(ctx.layout.total >= 2, "needs at least 2 GPUs to split between two queues")
     holder_pods, claimer_pods = case.sizes(ctx.layout)
     workspace.apply_all(case.queues(ctx))
@@ -116,29 +117,10 @@ def test_a_queue_over_its_quota_is_reclaimed_for_a_queue_within_its_quota(
     workspace.apply(case.claimer(ctx))
     claimer = observer.workload("claimer", claimer_pods)
     claimer.visible(timeouts("schedule"))
-    assert_evicted_whole(observer, holder, claimer, "reclaim", timeouts, record, expect)
-
-
-@pytest.mark.parametrize("case", [param(ReclaimCase(borrowing=False))])
-def test_a_queue_within_its_quota_is_never_reclaimed(
-    case: ReclaimCase,
-    ctx: RenderContext,
-    workspace: Workspace,
-    observer: Observer,
-    expect: Expectations,
-    timeouts: TimeoutPolicy,
-    record: CaseRecorder,
-) -> None:
-    """A queue using no more than its quota keeps its gang while another queue asks beyond its own quota."""
-    skip_unless(ctx.layout.total >= 2, "needs at least 2 GPUs to split between two queues")
-    holder_pods, claimer_pods = case.sizes(ctx.layout)
-    workspace.apply_all(case.queues(ctx))
-    holder = start_filling_gang(workspace, observer, case.holder(ctx), "holder", holder_pods, timeouts, expect)
-
-    workspace.apply(case.claimer(ctx))
-    claimer = observer.workload("claimer", claimer_pods)
-    claimer.visible(timeouts("schedule"))
-    assert_undisturbed(observer, holder, claimer, timeouts, record, expect)
+    if case.borrowing:
+        assert_evicted_whole(observer, holder, claimer, "reclaim", timeouts, record, expect)
+    else:
+        assert_undisturbed(observer, holder, claimer, timeouts, record, expect)
 
 
 # ------------------------------------------------------------------------------------------------- shared steps

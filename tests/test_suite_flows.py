@@ -103,7 +103,7 @@ def test_a_fitting_gang_binds_together_and_records_its_timeline(flow) -> None:
 
 def test_an_oversized_gang_is_held_and_explained(flow) -> None:
     h = flow()
-    test_gang.test_a_gang_larger_than_the_cluster_binds_no_pod(test_gang.LARGER_THAN_THE_CLUSTER[0], **h.args())
+    test_gang.test_a_gang_that_cannot_fit_binds_no_pod(test_gang.LARGER_THAN_THE_CLUSTER[0], **h.args())
     explained = next(v for v in h.record.record.verdicts if "podgroup-explains" in v.detector)
     assert explained.ok
     assert "Resources were found for 0 pods" in explained.explanation
@@ -112,7 +112,7 @@ def test_an_oversized_gang_is_held_and_explained(flow) -> None:
 def test_a_kai_placing_gangs_partially_fails_the_oversized_gang_case_readably(flow) -> None:
     h = flow(Faults(partial_gangs=True))
     with pytest.raises(ConditionViolated) as failure:
-        test_gang.test_a_gang_larger_than_the_cluster_binds_no_pod(test_gang.LARGER_THAN_THE_CLUSTER[0], **h.args())
+        test_gang.test_a_gang_that_cannot_fit_binds_no_pod(test_gang.LARGER_THAN_THE_CLUSTER[0], **h.args())
     message = str(failure.value)
     assert message.startswith("[KAI v0.17] no pod of 13 pod(s) × 1 GPU(s)")
     assert (
@@ -257,3 +257,10 @@ def test_a_missed_eviction_fails_the_preemption_case_with_the_waiting_pods(flow)
     message = str(failure.value)
     assert "newcomer bound after victim was evicted whole: not reached" in message
     assert "0 of 2 pods bound; waiting: newcomer-node-0-0" in message
+
+
+def test_a_queue_within_its_quota_keeps_its_gang(flow) -> None:
+    h = flow()
+    case = test_preemption.ReclaimCase(borrowing=False)
+    test_preemption.test_reclaim_takes_back_only_what_a_queue_borrowed(case, **h.args())
+    assert h.verdicts() == {"gang-undisturbed+gang-held": True}

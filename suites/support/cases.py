@@ -91,6 +91,23 @@ def _job(ctx: RenderContext, name: str, pods: int, gpus: int, queue_role: str, *
     )
 
 
+class WholeCluster:
+    """A case that at some point holds every GPU (it fills the cluster, evicts or reclaims): serial, disruptive."""
+
+    def gpu_demand(self, layout: GpuLayout) -> int:
+        return layout.total
+
+    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
+        return (SERIAL, DISRUPTIVE)
+
+
+class SideBySide:
+    """A case that may run beside others: it holds only what its ``gpu_demand`` says, in its own quota."""
+
+    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
+        return ()
+
+
 # ------------------------------------------------------------------------------------------------------ gang
 @dataclass(frozen=True)
 class GangCase:
@@ -138,7 +155,7 @@ class GangCase:
 
 
 @dataclass(frozen=True)
-class BlockedGangCase:
+class BlockedGangCase(WholeCluster):
     """A running blocker leaves one pod slot too few for the gang; the gang waits whole, then binds whole.
 
     Blocker and gang share one queue of equal priority (``train``) whose quota is the whole cluster: nothing may
@@ -173,16 +190,10 @@ class BlockedGangCase:
     def manifests(self, ctx: RenderContext) -> list[Manifest]:
         return [self.queue(ctx), self.blocker(ctx), self.waiting_gang(ctx)]
 
-    def gpu_demand(self, layout: GpuLayout) -> int:
-        return layout.total
-
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SERIAL, DISRUPTIVE)
-
 
 # ----------------------------------------------------------------------------------------------------- queues
 @dataclass(frozen=True)
-class RoutingCase:
+class RoutingCase(SideBySide):
     """A one-pod TrainJob with queue labels at some of: the TrainJob, the JobSet template (from a per-case runtime)
     and the pod template. Labels name queue *roles*; ``missing`` roles are never created."""
 
@@ -254,12 +265,9 @@ class RoutingCase:
     def gpu_demand(self, layout: GpuLayout) -> int:
         return 0 if self.expected_role in self.missing else held_if_fits(1, layout)
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class HierarchyCase:
+class HierarchyCase(SideBySide):
     """A parent queue and its child, one of them with a GPU limit; a job within or one GPU over that limit."""
 
     limited: str  # "child" | "parent"
@@ -296,12 +304,9 @@ class HierarchyCase:
     def gpu_demand(self, layout: GpuLayout) -> int:
         return 0 if self.over else held_if_fits(self.pods, layout)
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class QueueMoveCase:
+class QueueMoveCase(SideBySide):
     """A TrainJob queued to ``first`` is relabelled to ``second`` and suspended/resumed, so the podgrouper
     regroups new pods; the PodGroup must keep its queue."""
 
@@ -319,9 +324,6 @@ class QueueMoveCase:
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(1, layout)
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
-
 
 # ----------------------------------------------------------------------------------------------------- labels
 #: Prefix of the label and annotation keys the propagation cases set (one key per source, as label and annotation).
@@ -329,7 +331,7 @@ PROPAGATION_PREFIX = "propagation.kai-conformance.io"
 
 
 @dataclass(frozen=True)
-class PropagationCase:
+class PropagationCase(SideBySide):
     """A label and an annotation set at one ``source``; the test looks for both at every level."""
 
     source: str  # a key of expectations.ARRIVALS
@@ -373,12 +375,9 @@ class PropagationCase:
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(1, layout)
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class ControllerMarksCase:
+class ControllerMarksCase(SideBySide):
     """A plain TrainJob on the suite's runtime: what the controllers themselves put on Jobs and pods."""
 
     id: str = "controllers"
@@ -393,12 +392,9 @@ class ControllerMarksCase:
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(self.pods, layout)
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
-
 
 @dataclass(frozen=True)
-class PriorityCase:
+class PriorityCase(SideBySide):
     """A ``priorityClassName`` label at ``source`` (or none) and the PodGroup's ``spec.priorityClassName``."""
 
     source: str  # trainjob-label | runtime-jobset-template | runtime-pod-template | none
@@ -428,9 +424,6 @@ class PriorityCase:
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(1, layout)
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
-
 
 # ------------------------------------------------------------------------------------------------- preemption
 def preemptible(priority_class: str) -> bool:
@@ -442,7 +435,7 @@ def outranks(newcomer: str, victim: str) -> bool:
 
 
 @dataclass(frozen=True)
-class PreemptionCase:
+class PreemptionCase(WholeCluster):
     """In one queue, a ``victim`` TrainJob fills every GPU; a ``newcomer`` of another priority class arrives.
 
     The queue's quota covers the whole cluster and it has no limit: a non-preemptible newcomer only runs within
@@ -484,15 +477,9 @@ class PreemptionCase:
     def manifests(self, ctx: RenderContext) -> list[Manifest]:
         return [self.queue(ctx), self.victim(ctx), self.newcomer(ctx)]
 
-    def gpu_demand(self, layout: GpuLayout) -> int:
-        return layout.total
-
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SERIAL, DISRUPTIVE)
-
 
 @dataclass(frozen=True)
-class ReclaimCase:
+class ReclaimCase(WholeCluster):
     """Two sibling queues splitting the cluster's GPUs by quota.
 
     ``borrowing``: the first queue runs a gang over its quota on GPUs the second queue is owed, then the second
@@ -533,12 +520,6 @@ class ReclaimCase:
     def manifests(self, ctx: RenderContext) -> list[Manifest]:
         return [*self.queues(ctx), self.holder(ctx), self.claimer(ctx)]
 
-    def gpu_demand(self, layout: GpuLayout) -> int:
-        return layout.total
-
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SERIAL, DISRUPTIVE)
-
 
 # ------------------------------------------------------------------------------------------------- podgrouper
 AUX_JOB = "aux"
@@ -546,7 +527,7 @@ LAUNCHER_JOB = "launcher"
 
 
 @dataclass(frozen=True)
-class PodGroupCase:
+class PodGroupCase(SideBySide):
     """A TrainJob of ``pods`` 1-GPU pods on the suite's runtime, or on a per-case runtime that adds a second
     replicatedJob (``extra``: ``aux`` beside ``node``, or a ``launcher`` that dependsOn ``node`` being Ready)."""
 
@@ -586,6 +567,3 @@ class PodGroupCase:
 
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(self.pods, layout)
-
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return ()
