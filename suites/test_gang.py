@@ -88,6 +88,7 @@ def test_a_gang_that_fits_is_bound_together(
         what=f"[{expect.kai.name}] all {case.shape.describe(ctx.layout)} of the gang bound",
         timeout=timeouts("schedule"),
         guard=never_partial_for_long(gang, timeouts),
+        events=True,
     )
     record.verdict(bound)
     assert_bound_together(gang, snap, timeouts, record, expect)
@@ -157,6 +158,7 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
         lambda s: gang_fully_bound(s, blocker_pods),
         what=f"[{expect.kai.name}] the blocker's {blocker_pods} pods of {gpus} GPU(s) bound",
         timeout=timeouts("schedule"),
+        events=True,
     )
 
     workspace.apply(case.waiting_gang(ctx))
@@ -175,6 +177,7 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
         what=f"[{expect.kai.name}] the gang of {gang_pods} bound once the blocker is gone",
         timeout=timeouts("schedule"),
         guard=never_partial_for_long(gang, timeouts),
+        events=True,
     )
     record.verdict(bound)
     assert_bound_together(gang, snap, timeouts, record, expect)

@@ -112,6 +112,7 @@ def test_the_podgroup_has_the_shape_of_its_version(
         lambda s: gang_fully_bound(s, case.total_pods),
         what=f"[{expect.kai.name}] all {case.total_pods} pods of {case.id} bound",
         timeout=timeouts("schedule"),
+        events=True,
     )
     record.verdict(bound)
 
@@ -195,5 +196,6 @@ def test_a_depends_on_runtime_is_scheduled(
         lambda s: gang_fully_bound(s, case.total_pods),
         what=f"[{expect.kai.name}] the launcher created once the nodes are Ready, and bound",
         timeout=timeouts("schedule"),
+        events=True,
     )
     record.verdict(everything)

@@ -141,6 +141,7 @@ def start_filling_gang(
         lambda s: gang_fully_bound(s, pods),
         what=f"[{expect.kai.name}] the first gang ({name}, {pods} pods) bound",
         timeout=timeouts("schedule"),
+        events=True,
     )
     return gang
 

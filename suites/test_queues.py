@@ -157,6 +157,7 @@ def test_a_hierarchical_queue_limit_admits_up_to_the_limit(
             lambda s: gang_fully_bound(s, case.pods),
             what=f"[{expect.kai.name}] {case.pods} GPUs within the {case.limited}'s limit of {case.limit} bound",
             timeout=timeouts("schedule"),
+            events=True,
         )
         record.verdict(bound)
         return
@@ -196,6 +197,7 @@ def test_the_queue_does_not_move_after_creation(
         lambda s: all_of(podgroup_queue(s, first), gang_fully_bound(s, 1)),
         what=f"[{expect.kai.name}] TrainJob mover queued to {first} and bound",
         timeout=timeouts("schedule"),
+        events=True,
     )
 
     # Suspending deletes the pods; resuming makes new ones, which the podgrouper groups again with the new label.
@@ -207,6 +209,7 @@ def test_the_queue_does_not_move_after_creation(
         lambda s: gang_fully_bound(s, 1),
         what=f"[{expect.kai.name}] TrainJob mover resumed and bound again",
         timeout=timeouts("schedule"),
+        events=True,
     )
     snap, kept = job.holds(
         lambda s: podgroup_queue(s, first),

@@ -56,6 +56,15 @@ def test_gang_fully_bound_says_what_the_pending_pods_wait_for() -> None:
     assert "PodScheduled=False/Unschedulable: Resources were found" in verdict.explanation
 
 
+def test_gang_fully_bound_quotes_what_the_podgroup_says_when_events_were_read() -> None:
+    js = b.jobset()
+    pg = b.podgroup(js)
+    not_ready = b.event(pg, "NotReady", "Job is not ready for scheduling. Waiting for 3 pods, currently 2 exist")
+    verdict = d.gang_fully_bound(snap(*b.gang(2, bound=0), podgroups=[pg], events=[not_ready]), 3)
+    assert not verdict.ok
+    assert verdict.explanation.endswith(f"PodGroup {pg['metadata']['name']} says NotReady: {not_ready['message']}")
+
+
 def test_nothing_bound_fires_on_any_bound_pod() -> None:
     assert d.nothing_bound(snap(*b.gang(3, bound=0)), 3).ok
     verdict = d.nothing_bound(snap(*b.gang(3, bound=1)), 3)

@@ -14,12 +14,13 @@ from typing import Any
 import yaml
 
 from fixtures import matching
-from fixtures.kube import AccessReview
+from fixtures.kube import AccessReview, event_time
 from fixtures.waits import Observation
 from suites.support.expectations import (
     EVICT_ACTION_ANNOTATION,
     EVICT_EVENT_REASON,
     JOBSET_API_VERSION,
+    NOT_READY_EVENT_REASON,
     POD_GROUP_ANNOTATION,
     SUBGROUP_LABEL,
     TOP_OWNER_ANNOTATION,
@@ -105,7 +106,19 @@ def gang_fully_bound(snap: Snapshot, size: int) -> Verdict:
         text += f"; waiting: {_names(pending, _waiting)}"
     if len(snap.live_pods) < size:
         text += f"; {size - len(snap.live_pods)} pod(s) not created yet"
-    return Verdict("gang-bound", False, text)
+    return Verdict("gang-bound", False, text + _podgroup_says(snap))
+
+
+def _podgroup_says(snap: Snapshot) -> str:
+    """The PodGroup's latest NotReady/Unschedulable event, when the snapshot read events: KAI's own account."""
+    pg = snap.podgroup
+    if pg is None:
+        return ""
+    events = [e for reason in (NOT_READY_EVENT_REASON, UNSCHEDULABLE_REASON) for e in snap.events_for(pg, reason)]
+    if not events:
+        return ""
+    latest = max(events, key=event_time)
+    return f"; PodGroup {name_of(pg)} says {latest.get('reason')}: {latest.get('message', '')}"
 
 
 def nothing_bound(snap: Snapshot, size: int) -> Verdict:

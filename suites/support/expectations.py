@@ -13,7 +13,7 @@ Facts that hold for every row (names, keys, messages) are module constants.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -270,7 +270,6 @@ class Expectations:
     kai: KaiRow
     trainer: TrainerRow
     jobset: JobSetRow
-    versions: dict[str, str] = field(default_factory=dict, compare=False)
 
     def describe(self) -> str:
         """Names the rows, e.g. ``KAI v0.17 (SubGroups PodGroup) · Trainer v2.3 (...) · JobSet v0.12``."""
@@ -288,7 +287,6 @@ def expectations_for(combination: Combination) -> Expectations:
         kai_row(combination.kai.version),
         trainer_row(combination.trainer.version),
         jobset_row(combination.jobset.version),
-        {"kai": combination.kai.version, "trainer": combination.trainer.version, "jobset": combination.jobset.version},
     )
 
 
