@@ -32,7 +32,6 @@ from suites.support.detectors import (
     arrivals_as_expected,
     podgroup_priority_class,
     pods_annotated,
-    pods_grouped,
 )
 from suites.support.expectations import (
     ARRIVALS,
@@ -103,7 +102,6 @@ def test_the_controllers_mark_jobs_and_pods(
     )
     subgroup = expect.kai.subgroup_of("node")
     found.append(arrival(snap, "kai-podgrouper", SUBGROUP_LABEL, "Pod", subgroup is not None, value=subgroup))
-    record.verdict(pods_grouped(snap, lambda _pod: subgroup))
     assert_arrivals(found, record, expect)
 
 

@@ -184,7 +184,9 @@ def assert_evicted_whole(
         guard=guard,
     )
     record.verdict(settled)
-    record.verdict(watch.observe(victim.snapshot()))
+    whole = watch.observe(victim.snapshot())
+    record.verdict(whole)
+    assert whole.ok, f"{row} {whole}"
     _, evicted = victim.until(
         lambda s: eviction_recorded(s, action),
         what=f"{row} the PodGroup of {victim.name} records the eviction",
