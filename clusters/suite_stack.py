@@ -22,6 +22,13 @@ TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 #: Requests of every workload container besides GPUs: tiny, so a small kind cluster holds every case.
 WORKLOAD_REQUESTS = {"cpu": "10m", "memory": "16Mi"}
+#: Jobs of the suite's runtimes tolerate this many pod failures per index. KAI evicts a preempted or reclaimed pod by
+#: deleting it, which the Job controller counts as a failure: past a limit the Job (and so the JobSet and TrainJob)
+#: would fail instead of the victim returning to pending (kai-scheduler.md §6 "How victims are evicted"). A limit
+#: *per index* (Indexed Jobs with restartPolicy Never, GA in Kubernetes 1.33) also keeps the re-creation delay per
+#: index (10 s after a first eviction) instead of the Job-wide exponential delay, which a whole evicted gang would
+#: push to its 6-minute cap.
+WORKLOAD_BACKOFF_LIMIT_PER_INDEX = 1000
 
 
 def unlimited_resources() -> dict[str, Any]:
@@ -41,7 +48,13 @@ def queue(name: str, *, parent: str | None = None, resources: dict[str, Any] | N
     }
 
 
-def pod_spec(image: str, *, scheduler_name: str | None = KAI_SCHEDULER_NAME, container: str = "node") -> dict:
+def pod_spec(
+    image: str,
+    *,
+    scheduler_name: str | None = KAI_SCHEDULER_NAME,
+    container: str = "node",
+    restart_policy: str | None = None,
+) -> dict:
     spec: dict[str, Any] = {
         # pause exits on SIGTERM at once; no grace period keeps evictions and cleanup fast.
         "terminationGracePeriodSeconds": 0,
@@ -56,6 +69,8 @@ def pod_spec(image: str, *, scheduler_name: str | None = KAI_SCHEDULER_NAME, con
     }
     if scheduler_name:
         spec["schedulerName"] = scheduler_name
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
     return spec
 
 
@@ -72,12 +87,23 @@ def replicated_job(
     pod_annotations: dict[str, str] | None = None,
     parallelism: int | None = None,
     depends_on: list[dict[str, str]] | None = None,
+    backoff_limit_per_index: int | None = WORKLOAD_BACKOFF_LIMIT_PER_INDEX,
+    container: str = "node",
 ) -> dict:
     """One replicatedJob of a runtime. ``ancestor="trainer"`` makes Trainer size it by ``numNodes``."""
     labels = dict(job_labels or {})
     if ancestor:
         labels[TRAINER_ANCESTOR_LABEL] = ancestor
-    job_spec: dict[str, Any] = {"template": {"spec": pod_spec(image, scheduler_name=scheduler_name)}}
+    # A per-index backoff limit requires Indexed completion (JobSet's default, made explicit) and restartPolicy Never.
+    restart_policy = "Never" if backoff_limit_per_index is not None else None
+    job_spec: dict[str, Any] = {
+        "template": {
+            "spec": pod_spec(image, scheduler_name=scheduler_name, container=container, restart_policy=restart_policy)
+        }
+    }
+    if backoff_limit_per_index is not None:
+        job_spec["completionMode"] = "Indexed"
+        job_spec["backoffLimitPerIndex"] = backoff_limit_per_index
     if pod_labels or pod_annotations:
         job_spec["template"]["metadata"] = {
             k: v for k, v in (("labels", pod_labels), ("annotations", pod_annotations)) if v

@@ -1,0 +1,44 @@
+"""Fixtures the five suites share: the render context of the running case, the expectation rows, an observer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from clusters.layout import GpuLayout
+from fixtures.kube import KubeApi
+from fixtures.options import Settings
+from fixtures.render import RenderContext
+from fixtures.run import RunContext
+from fixtures.workspace import Workspace
+from reports.records import CaseRecorder
+from suites.support.expectations import Expectations, expectations_for
+from suites.support.observe import Observer
+
+
+@pytest.fixture(scope="session")
+def expect(settings: Settings) -> Expectations:
+    """The expectation rows for the versions under test (fails clearly for a version without a row)."""
+    return expectations_for(settings.combination)
+
+
+@pytest.fixture(autouse=True)
+def _name_the_expectations(expect: Expectations, record: CaseRecorder) -> None:
+    """Every case's record names the expectation rows it assumed."""
+    record.expectations(expect.describe())
+
+
+@pytest.fixture
+def ctx(workspace: Workspace, settings: Settings, gpu_layout: GpuLayout, run: RunContext) -> RenderContext:
+    """What a case builds its objects from: the same values render mode uses, but of the real cluster."""
+    return RenderContext(workspace.namespace, settings.combination, gpu_layout, run.run_id, settings.workload_image)
+
+
+@pytest.fixture
+def observer(kube: KubeApi, workspace: Workspace, record: CaseRecorder) -> Iterator[Observer]:
+    """Snapshots of the case's namespace; at the end every workload's per-pod timeline goes into the record."""
+    watcher = Observer(kube, workspace.namespace)
+    yield watcher
+    for workload in watcher.timeline.workloads():
+        record.timeline(workload, watcher.timeline.pods(workload))

@@ -1,0 +1,226 @@
+"""Looking at a case's namespace through :class:`~fixtures.kube.KubeApi`: snapshots, timelines and waits.
+
+:class:`Observer` takes :class:`~suites.support.snapshot.Snapshot` s of one namespace and feeds every one of them
+into a :class:`Timeline` (per-pod created/bound/running/evicted times, for the report). Waits are the foundation's
+``eventually``/``consistently`` over a detector: the probe snapshots, the detector judges, and a failure quotes
+the detector's last explanation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fixtures import kinds
+from fixtures.kube import KubeApi
+from fixtures.waits import POLL_INTERVAL, ConditionNotMet, ConditionViolated, Observation, consistently, eventually
+from reports.records import PodTimes
+from suites.support.detectors import Verdict
+from suites.support.snapshot import (
+    Snapshot,
+    bound_at,
+    is_terminating,
+    name_of,
+    node_of,
+    parse_time,
+    running_at,
+    uid_of,
+    workload_of,
+)
+
+Check = Callable[[Snapshot], Verdict]
+
+
+class _OutOfTime(Exception):
+    """Internal: a :meth:`Observer.settle` wait ran out of time."""
+
+
+class Timeline:
+    """First-seen times per pod across every snapshot of a namespace.
+
+    ``evicted`` is when the pod was seen terminating (its deletionTimestamp) or, failing that, the first snapshot
+    in which it was gone: KAI evicts by deleting the pod, and the report wants to see that moment.
+    """
+
+    def __init__(self) -> None:
+        self._pods: dict[str, PodTimes] = {}
+
+    def observe(self, snap: Snapshot) -> None:
+        present = set()
+        for pod in snap.pods:
+            uid = uid_of(pod)
+            present.add(uid)
+            times = self._pods.setdefault(uid, PodTimes(pod=name_of(pod), workload=workload_of(pod) or "-"))
+            times.node = node_of(pod) or times.node
+            times.created = times.created or parse_time(pod["metadata"].get("creationTimestamp"))
+            times.bound = times.bound or bound_at(pod)
+            times.running = times.running or running_at(pod)
+            if is_terminating(pod):
+                times.evicted = times.evicted or parse_time(pod["metadata"].get("deletionTimestamp"))
+        for uid, times in self._pods.items():
+            if uid not in present and times.evicted is None:
+                times.evicted = snap.taken_at
+
+    def workloads(self) -> list[str]:
+        return sorted({t.workload for t in self._pods.values()})
+
+    def pods(self, workload: str) -> list[PodTimes]:
+        found = [t for t in self._pods.values() if t.workload == workload]
+        return sorted(found, key=lambda t: (t.created or 0.0, t.pod))
+
+
+class Observer:
+    """Snapshots of one namespace. ``owners``/``events`` widen a snapshot beyond pods and PodGroups."""
+
+    def __init__(
+        self, kube: KubeApi, namespace: str, clock: Callable[[], float] = time.time, interval: float = POLL_INTERVAL
+    ) -> None:
+        self.kube, self.namespace, self.clock, self.interval = kube, namespace, clock, interval
+        self.timeline = Timeline()
+
+    def snapshot(self, *, events: bool = False, owners: bool = False) -> Snapshot:
+        ns = self.namespace
+        snap = Snapshot(
+            taken_at=self.clock(),
+            pods=tuple(self.kube.list(kinds.POD, ns)),
+            podgroups=tuple(self.kube.list(kinds.POD_GROUP, ns)),
+            events=tuple(self.kube.events(ns)) if events else (),
+            trainjobs=tuple(self.kube.list(kinds.TRAIN_JOB, ns)) if owners else (),
+            jobsets=tuple(self.kube.list(kinds.JOB_SET, ns)) if owners else (),
+            jobs=tuple(self.kube.list(kinds.JOB, ns)) if owners else (),
+        )
+        self.timeline.observe(snap)
+        return snap
+
+    def until(
+        self,
+        check: Check,
+        *,
+        what: str,
+        timeout: float,
+        failure: type[Exception] = ConditionNotMet,
+        guard: Check | None = None,
+        events: bool = False,
+        owners: bool = False,
+    ) -> tuple[Snapshot, Verdict]:
+        """Poll until ``check`` passes; returns that snapshot and verdict. On timeout: the last explanation.
+
+        ``guard`` is judged on every snapshot on the way; its first violation fails the wait at once.
+        """
+        last: list[tuple[Snapshot, Verdict]] = []
+        probe = self._probe(check, guard, what, last, events, owners)
+        eventually(probe, what=what, timeout=timeout, failure=failure, interval=self.interval)
+        return last[0]
+
+    def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        """Like :meth:`until`, but returns the last snapshot and verdict instead of raising when time runs out:
+        for cases that record what they saw either way and then assert on the verdict."""
+        last: list[tuple[Snapshot, Verdict]] = []
+
+        def remember(snap: Snapshot) -> Verdict:
+            verdict = check(snap)
+            last[:] = [(snap, verdict)]
+            return verdict
+
+        try:
+            return self.until(remember, what=what, timeout=timeout, failure=_OutOfTime, **kwargs)
+        except _OutOfTime:
+            return last[0]
+
+    def holds(
+        self,
+        check: Check,
+        *,
+        what: str,
+        hold: float,
+        failure: type[Exception] = ConditionViolated,
+        guard: Check | None = None,
+        events: bool = False,
+        owners: bool = False,
+    ) -> tuple[Snapshot, Verdict]:
+        """``check`` must pass in every snapshot for ``hold`` seconds; returns the last snapshot and verdict."""
+        last: list[tuple[Snapshot, Verdict]] = []
+        probe = self._probe(check, guard, what, last, events, owners)
+        consistently(probe, what=what, hold=hold, failure=failure, interval=self.interval)
+        return last[0]
+
+    def _probe(
+        self,
+        check: Check,
+        guard: Check | None,
+        what: str,
+        last: list[tuple[Snapshot, Verdict]],
+        events: bool,
+        owners: bool,
+    ) -> Callable[[], Observation]:
+        def probe() -> Observation:
+            snap = self.snapshot(events=events, owners=owners)
+            if guard is not None:
+                kept = guard(snap)
+                if not kept.ok:
+                    raise ConditionViolated(f"{what}: violated on the way: {kept}")
+            verdict = check(snap)
+            last[:] = [(snap, verdict)]
+            return verdict.observation()
+
+        return probe
+
+    def workload(self, name: str, size: int) -> Workload:
+        return Workload(self, name, size)
+
+
+@dataclass
+class Workload:
+    """One TrainJob seen through an :class:`Observer`: checks get the snapshot narrowed to it."""
+
+    observer: Observer
+    name: str
+    size: int
+
+    def snapshot(self, **wider: bool) -> Snapshot:
+        return self.observer.snapshot(**wider).of(self.name)
+
+    def narrow(self, check: Check) -> Check:
+        """``check`` judged on this workload's part of a namespace snapshot."""
+        return lambda snap: check(snap.of(self.name))
+
+    def until(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        snap, verdict = self.observer.until(self.narrow(check), what=what, timeout=timeout, **kwargs)
+        return snap.of(self.name), verdict
+
+    def holds(self, check: Check, *, what: str, hold: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        snap, verdict = self.observer.holds(self.narrow(check), what=what, hold=hold, **kwargs)
+        return snap.of(self.name), verdict
+
+    def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        snap, verdict = self.observer.settle(self.narrow(check), what=what, timeout=timeout, **kwargs)
+        return snap.of(self.name), verdict
+
+    def visible(self, timeout: float, *, kai: bool = True) -> Snapshot:
+        """Wait until all its pods exist and (``kai``) KAI's podgrouper has made its PodGroup: from then on the
+        scheduler sees the whole gang, so "never happens" holds may start."""
+        snap, _ = self.until(
+            lambda s: visibility(s, self.size, kai=kai),
+            what=f"TrainJob {self.name}: {self.size} pod(s)" + (" and its PodGroup" if kai else "") + " created",
+            timeout=timeout,
+        )
+        return snap
+
+
+def visibility(snap: Snapshot, size: int, *, kai: bool = True) -> Verdict:
+    """Have the controllers made the workload's pods (Trainer → JobSet → Job → Pod) and, with KAI, its PodGroup?"""
+    pods = len(snap.live_pods)
+    text = f"{pods} of {size} pods exist"
+    if pods < size:
+        return Verdict(
+            "visible", False, text + " (Trainer makes the JobSet, JobSet the Jobs, the Job controller the pods)"
+        )
+    if kai and snap.podgroup is None:
+        found = f"{len(snap.podgroups)} PodGroups" if snap.podgroups else "no PodGroup yet"
+        return Verdict(
+            "visible", False, text + f"; {found} (KAI's podgrouper makes one per TrainJob from pods that ask for "
+            "schedulerName kai-scheduler; see logs-kai-podgrouper.txt)"
+        )  # fmt: skip
+    return Verdict("visible", True, text + (f"; PodGroup {name_of(snap.podgroup)}" if kai and snap.podgroup else ""))

@@ -1,0 +1,214 @@
+"""Preemption (within a queue) and reclaim (across queues): who may evict whom, and that eviction takes whole gangs.
+
+Every case fills the cluster's GPUs with a first gang, then brings a second one. Specification:
+
+* Preemption, in one queue: a preemptible low-priority gang (``train``) fills the GPUs; a non-preemptible
+  higher-priority one (``build`` or ``inference``) arrives → the victim gang is evicted whole (it is never left
+  partially running, checked on every observation), the newcomer runs, the victim returns to pending and its
+  PodGroup records ``Evict`` events of action ``preempt``.
+* Equal priority → no preemption. A non-preemptible victim is never preempted.
+* Reclaim, across sibling queues: a queue running over its quota on GPUs another queue is owed is reclaimed when
+  that queue asks within its quota (``Evict`` events of action ``reclaim``); a queue within its quota is never
+  reclaimed.
+
+KAI evicts by deleting pods; the suite's runtimes give each Job index a high backoff limit, so a victim's Job
+recreates its pods (pending) instead of failing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.render import RenderContext
+from fixtures.waits import TimeoutPolicy
+from fixtures.workspace import Workspace
+from reports.records import CaseRecorder
+from suites.support.cases import PreemptionCase, ReclaimCase, param, skip_unless
+from suites.support.detectors import (
+    PartialGangWatch,
+    Verdict,
+    all_of,
+    eviction_recorded,
+    gang_fully_bound,
+    gang_undisturbed,
+    nothing_bound,
+)
+from suites.support.expectations import Expectations
+from suites.support.observe import Observer, Workload, visibility
+from suites.support.shapes import GpuSize
+from suites.support.snapshot import Snapshot, uid_of
+from suites.support.timing import settle
+
+pytestmark = pytest.mark.preemption  # every case is also serial and disruptive (see its marks)
+
+PREEMPTION = [
+    PreemptionCase("train", "build"),
+    PreemptionCase("train", "inference"),
+    PreemptionCase("train", "build", GpuSize.WHOLE_NODE),
+    PreemptionCase("train", "train"),
+    PreemptionCase("build", "inference"),
+]
+PREEMPTING = [c for c in PREEMPTION if c.preempts]
+NOT_PREEMPTING = [c for c in PREEMPTION if not c.preempts]
+
+
+@pytest.mark.parametrize("case", [param(c) for c in PREEMPTING])
+def test_a_higher_priority_newcomer_evicts_the_whole_victim_gang(
+    case: PreemptionCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """A non-preemptible higher-priority gang preempts the preemptible victim gang whole, in the same queue."""
+    victim_pods, _ = case.victim_shape.size(ctx.layout)
+    newcomer_pods, _ = case.newcomer_shape.size(ctx.layout)
+    skip_unless(victim_pods >= 2 and case.newcomer_shape.fits(ctx.layout), f"{ctx.layout.describe()} is too small")
+    workspace.apply(case.queue(ctx))
+    victim = start_filling_gang(workspace, observer, case.victim(ctx), "victim", victim_pods, timeouts, expect)
+
+    workspace.apply(case.newcomer(ctx))
+    newcomer = observer.workload("newcomer", newcomer_pods)
+    newcomer.visible(timeouts("schedule"))
+    assert_evicted_whole(observer, victim, newcomer, "preempt", timeouts, record, expect)
+
+
+@pytest.mark.parametrize("case", [param(c) for c in NOT_PREEMPTING])
+def test_no_preemption_without_a_preemptible_lower_priority_victim(
+    case: PreemptionCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """An equal-priority newcomer, or any newcomer facing a non-preemptible victim, waits; the victim keeps running."""
+    victim_pods, _ = case.victim_shape.size(ctx.layout)
+    newcomer_pods, _ = case.newcomer_shape.size(ctx.layout)
+    workspace.apply(case.queue(ctx))
+    victim = start_filling_gang(workspace, observer, case.victim(ctx), "victim", victim_pods, timeouts, expect)
+
+    workspace.apply(case.newcomer(ctx))
+    newcomer = observer.workload("newcomer", newcomer_pods)
+    newcomer.visible(timeouts("schedule"))
+    assert_undisturbed(observer, victim, newcomer, timeouts, record, expect)
+
+
+@pytest.mark.parametrize("case", [param(ReclaimCase(borrowing=True)), param(ReclaimCase(borrowing=False))])
+def test_reclaim_takes_back_only_what_a_queue_borrowed(
+    case: ReclaimCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """A queue over its quota is evicted whole so that the other gets its quota; a queue within its quota keeps its
+    gang while the other asks beyond its own."""
+    skip_unless(ctx.layout.total >= 2, "needs at least 2 GPUs to split between two queues")
+    holder_pods, claimer_pods = case.sizes(ctx.layout)
+    workspace.apply_all(case.queues(ctx))
+    holder = start_filling_gang(workspace, observer, case.holder(ctx), "holder", holder_pods, timeouts, expect)
+
+    workspace.apply(case.claimer(ctx))
+    claimer = observer.workload("claimer", claimer_pods)
+    claimer.visible(timeouts("schedule"))
+    if case.borrowing:
+        assert_evicted_whole(observer, holder, claimer, "reclaim", timeouts, record, expect)
+    else:
+        assert_undisturbed(observer, holder, claimer, timeouts, record, expect)
+
+
+# ------------------------------------------------------------------------------------------------- shared steps
+def start_filling_gang(
+    workspace: Workspace,
+    observer: Observer,
+    trainjob: dict,
+    name: str,
+    pods: int,
+    timeouts: TimeoutPolicy,
+    expect: Expectations,
+) -> Workload:
+    """Apply the first gang and wait until all of it is bound."""
+    workspace.apply(trainjob)
+    gang = observer.workload(name, pods)
+    gang.visible(timeouts("schedule"))
+    gang.until(
+        lambda s: gang_fully_bound(s, pods),
+        what=f"[{expect.kai.name}] the first gang ({name}, {pods} pods) bound",
+        timeout=timeouts("schedule"),
+        events=True,
+    )
+    return gang
+
+
+def assert_evicted_whole(
+    observer: Observer,
+    victim: Workload,
+    newcomer: Workload,
+    action: str,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+    expect: Expectations,
+) -> None:
+    """The victim is evicted whole, the newcomer runs, the victim returns to pending; never a partial victim."""
+    watch = PartialGangWatch(victim.size, settle(timeouts))
+    guard = victim.narrow(watch.observe)
+    row = f"[{expect.kai.name}, {action}]"
+
+    def newcomer_runs_victim_waits(snap: Snapshot) -> Verdict:
+        return all_of(
+            gang_fully_bound(snap.of(newcomer.name), newcomer.size), nothing_bound(snap.of(victim.name), victim.size)
+        )
+
+    observer.until(
+        newcomer_runs_victim_waits,
+        what=f"{row} {newcomer.name} bound after {victim.name} was evicted whole",
+        timeout=timeouts("evict"),
+        guard=guard,
+    )
+    observer.until(
+        lambda s: all_of(visibility(s.of(victim.name), victim.size), newcomer_runs_victim_waits(s)),
+        what=f"{row} {victim.name}'s Jobs recreated its {victim.size} pods, pending",
+        timeout=timeouts("evict"),
+        guard=guard,
+    )
+    _, settled = observer.holds(
+        newcomer_runs_victim_waits,
+        what=f"{row} {victim.name} stays pending while {newcomer.name} runs",
+        hold=timeouts.hold,
+        guard=guard,
+    )
+    record.verdict(settled)
+    whole = watch.observe(victim.snapshot())
+    record.verdict(whole)
+    assert whole.ok, f"{row} {whole}"
+    _, evicted = victim.until(
+        lambda s: eviction_recorded(s, action),
+        what=f"{row} the PodGroup of {victim.name} records the eviction",
+        timeout=timeouts("api"),
+        events=True,
+    )
+    record.verdict(evicted)
+
+
+def assert_undisturbed(
+    observer: Observer,
+    first: Workload,
+    second: Workload,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+    expect: Expectations,
+) -> None:
+    """For the whole hold the first gang keeps all its original pods bound and the second binds nothing."""
+    original = frozenset(uid_of(p) for p in first.snapshot().bound_pods)
+    _, kept = observer.holds(
+        lambda s: all_of(gang_undisturbed(s.of(first.name), original), nothing_bound(s.of(second.name), second.size)),
+        what=f"[{expect.kai.name}] {first.name} keeps running and {second.name} waits",
+        hold=timeouts.hold,
+    )
+    record.verdict(kept)

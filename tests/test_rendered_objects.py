@@ -1,0 +1,171 @@
+"""Every case renders valid objects for every supported combination and topology, and declares honest marks.
+
+Objects are validated against the upstream CRD OpenAPI schemas of the combination's versions (see
+tests/crd_schemas.py for where they come from) and, for core kinds, structurally. The command line itself
+(``pytest suites --collect-only`` and ``--render-manifests``) is exercised once, offline.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clusters.catalog import Catalog, available_topologies, load_topology
+from clusters.layout import GpuLayout, GpuNode
+from clusters.suite_stack import stack_manifests
+from fixtures import kinds
+from fixtures.render import RenderContext
+from fixtures.workspace import prepare
+from tests import crd_schemas
+from tests.suite_cases import SuiteCase, suite_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = Catalog.load()
+IMAGE = CATALOG.defaults["workload_image"]
+CASES = suite_cases()
+LAYOUTS = {name: load_topology(name).layout("kai-conformance") for name in available_topologies()}
+#: Layouts no topology file has, to exercise the symbolic sizes: uneven nodes, one small node.
+ODD_LAYOUTS = {
+    "uneven": GpuLayout((GpuNode("big", 8), GpuNode("small", 2), GpuNode("cpu", 0))),
+    "tiny": GpuLayout((GpuNode("only", 1),)),
+}
+AREAS = {"gang", "queue", "labels", "preemption", "podgrouper"}
+
+
+def rendered(entry: SuiteCase, combination, layout: GpuLayout) -> list[dict]:
+    """The case's objects exactly as the workspace would apply them (labels, namespace)."""
+    namespace = "kc-render-check"
+    ctx = RenderContext(namespace, combination, layout, "render", IMAGE)
+    return [prepare(obj, "render", f"suites/{entry.test}", namespace) for obj in entry.case.manifests(ctx)]
+
+
+@pytest.fixture(scope="module")
+def schema_root() -> Path:
+    root = crd_schemas.crds_root()
+    if root is None or not root.is_dir():
+        reason = f"no upstream CRD schemas found ({crd_schemas.FETCH_HINT})"
+        if crd_schemas.schemas_required():
+            pytest.fail(f"{crd_schemas.REQUIRE_ENV}=1 but {reason}")
+        pytest.skip(reason)
+    return root
+
+
+def load_schemas(combination, root: Path) -> crd_schemas.SchemaSet:
+    try:
+        return crd_schemas.schemas_for(combination, root)
+    except crd_schemas.MissingSchemas as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.mark.parametrize("combination", CATALOG.combinations, ids=lambda c: c.name)
+def test_every_case_renders_schema_valid_objects(combination, schema_root: Path) -> None:
+    schemas = load_schemas(combination, schema_root)
+    problems = []
+    checked = 0
+    documents = [("_stack", prepare(obj, "render", "", "")) for obj in stack_manifests(IMAGE)]
+    for layout_name, layout in LAYOUTS.items():
+        documents += [
+            (f"{entry.test} on {layout_name}", obj) for entry in CASES for obj in rendered(entry, combination, layout)
+        ]
+    for where, obj in documents:
+        found = crd_schemas.metadata_problems(obj) + crd_schemas.core_problems(obj)
+        if schemas.covers(obj):
+            found += schemas.problems(obj)
+            checked += 1
+        elif kinds.known(obj["apiVersion"], obj["kind"]) not in (
+            kinds.NAMESPACE,
+            kinds.POD,
+            kinds.JOB,
+            kinds.PRIORITY_CLASS,
+        ):
+            found.append(f"no schema for {obj['apiVersion']}/{obj['kind']} in {schema_root} and no structural check")
+        problems += [f"{where}: {obj['kind']} {obj['metadata'].get('name')}: {p}" for p in found]
+    assert checked > len(CASES), "the CRD schemas validated almost nothing: wrong schema directory?"
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:30])
+
+
+def test_strict_schemas_reject_an_unknown_field_and_a_wrong_type(schema_root: Path) -> None:
+    """Proof that validation can fail: a misspelt TrainJob field and a string quota are rejected."""
+    combination = CATALOG.combination(CATALOG.defaults["combination"])
+    schemas = load_schemas(combination, schema_root)
+    entry = next(e for e in CASES if "test_a_gang_that_fits_is_bound_together" in e.test)
+    queue, trainjob = rendered(entry, combination, LAYOUTS["pr-gate"])
+    trainjob["spec"]["trainer"]["numNode"] = 2
+    assert any("numNode" in p for p in schemas.problems(trainjob))
+    queue["spec"]["resources"]["gpu"]["quota"] = "two"
+    assert any("quota" in p for p in schemas.problems(queue))
+
+
+def test_core_and_metadata_checks_fire() -> None:
+    bad = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "9-Bad"}}
+    found = crd_schemas.metadata_problems(bad)
+    assert any("not a valid TrainJob name" in p for p in found)
+    assert any("namespace missing" in p for p in found)
+    label = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns", "labels": {"a/b/c": "x" * 64}}}
+    assert len(crd_schemas.metadata_problems(label)) == 2
+    assert crd_schemas.core_problems({"kind": "Pod", "spec": {"containers": []}})
+    assert crd_schemas.core_problems({"kind": "PriorityClass", "value": "high"})
+    assert crd_schemas.metadata_problems({"apiVersion": "v9", "kind": "Gadget"})
+
+
+def test_every_area_has_cases_and_control_cases_exist() -> None:
+    areas = {mark for entry in CASES for mark in entry.marks} & AREAS
+    assert areas == AREAS
+    assert any("control" in entry.marks and "gang" in entry.marks for entry in CASES)
+
+
+@pytest.mark.parametrize("layout_name", [*LAYOUTS, *ODD_LAYOUTS])
+def test_gpu_demand_fits_the_cluster_and_whole_cluster_cases_are_serial(layout_name: str) -> None:
+    layout = {**LAYOUTS, **ODD_LAYOUTS}[layout_name]
+    combination = CATALOG.combination(CATALOG.defaults["combination"])
+    for entry in CASES:
+        demand = entry.case.gpu_demand(layout)
+        assert 0 <= demand <= layout.total, f"{entry.test}: demand {demand} on {layout.describe()}"
+        if demand == layout.total and demand > 2:
+            assert "serial" in entry.marks, f"{entry.test} may hold every GPU but is not marked serial"
+        if "disruptive" in entry.marks:
+            assert "serial" in entry.marks, f"{entry.test}: disruptive cases must also be serial"
+        rendered(entry, combination, layout)  # every symbolic size resolves on every layout
+
+
+def test_case_ids_are_unique_and_object_names_unique_within_a_case() -> None:
+    tests = [entry.test for entry in CASES]
+    assert len(tests) == len(set(tests))
+    combination = CATALOG.combination(CATALOG.defaults["combination"])
+    for entry in CASES:
+        keys = [
+            (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+            for o in rendered(entry, combination, LAYOUTS["pr-gate"])
+        ]
+        assert len(keys) == len(set(keys)), f"{entry.test} creates the same object twice: {keys}"
+
+
+def test_the_command_line_collects_and_renders_offline(tmp_path: Path) -> None:
+    """``pytest suites --collect-only`` and ``--render-manifests`` need no cluster and list/render every case."""
+    collect = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert collect.returncode == 0, collect.stdout + collect.stderr
+    listed = [line for line in collect.stdout.splitlines() if "::" in line]
+    assert len(listed) >= len(CASES)
+    for module in ("test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper"):
+        assert any(line.startswith(f"suites/{module}.py::") for line in listed), module
+
+    out = tmp_path / "rendered"
+    render = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--render-manifests", str(out), "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert render.returncode == 0, render.stdout + render.stderr
+    files = sorted(out.glob("*.yaml"))
+    assert len(files) == len(listed) + 1  # one per case plus _stack.yaml
+    for path in files:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        assert docs, path
+        for doc in docs:
+            assert not crd_schemas.metadata_problems(doc), (path, doc["kind"])
