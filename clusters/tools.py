@@ -12,6 +12,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
+#: How to get a missing kind/kubectl/helm, quoted by preflight and by the command runner.
+FETCH_HINT = "python scripts/fetch_tools.py {tool}   (pinned version, checksum-verified, into .tools/bin)"
 
 
 def find_tool(name: str, path: str | None = None) -> str | None:
