@@ -272,7 +272,8 @@ def node_label_problem(key: str) -> str | None:
     if key == WORKER_INDEX_LABEL:
         return "is set by the suite on every worker; remove it from the topology"
     prefix, _, name = key.rpartition("/")
-    if not name or not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", name):
+    valid_prefix = not prefix or (len(prefix) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", prefix))
+    if not valid_prefix or not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", name):
         return "is not a valid label key"
     restricted = any(prefix == ns or prefix.endswith("." + ns) for ns in ("kubernetes.io", "k8s.io"))
     allowed = key in KUBELET_LABELS or any(prefix == ns or prefix.endswith("." + ns) for ns in KUBELET_LABEL_NAMESPACES)

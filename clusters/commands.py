@@ -94,8 +94,13 @@ def run(
         output = _text(exc.stderr) + _text(exc.stdout)
         raise CommandFailed(argv, f"did not finish within {timeout:.0f}s", output) from None
     result = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
-    if check and proc.returncode != 0:
-        raise CommandFailed(argv, f"failed (exit {proc.returncode})", proc.stderr or proc.stdout)
+    return checked(result) if check else result
+
+
+def checked(result: Completed) -> Completed:
+    """``result``, or :class:`CommandFailed` quoting its output when it exited non-zero."""
+    if result.returncode != 0:
+        raise CommandFailed(result.argv, f"failed (exit {result.returncode})", result.stderr or result.stdout)
     return result
 
 

@@ -62,7 +62,8 @@ def remove_suite_objects(kube: KubeApi, run_id: str, timeouts: TimeoutPolicy) ->
                     except errors.Forbidden as exc:  # a parent queue while a child still terminates
                         left.append(f"{name} (deletion refused: {exc.message})")
                         continue
-                left.append(name)
+                if kube.find(kind, name) is not None:
+                    left.append(name)
             return Observation(not left, f"still present: {', '.join(left)}" if left else "gone")
 
         try:
