@@ -120,7 +120,10 @@ def apply_all(kube: KubeApi, objs: list[Obj], timeouts: TimeoutPolicy, component
 
 
 def _apply(kube: KubeApi, obj: Obj) -> str:
-    stored = kube.apply(_for_apply(obj), allow_foreign=True)
+    clean = _for_apply(obj)
+    if kube.kind_of(clean).namespaced:
+        clean["metadata"].setdefault("namespace", "default")  # as kubectl apply does
+    stored = kube.apply(clean, allow_foreign=True)
     meta = stored["metadata"]
     return describe(kube.kind_of(stored), meta["name"], meta.get("namespace"))
 
