@@ -15,8 +15,8 @@ import pytest
 from clusters.existing import OPT_IN_COMMAND
 from clusters.layout import GpuLayout, GpuNode
 from clusters.state import ClusterState
-from fixtures import errors
-from fixtures.scheduling import CaseGate, FileLockSlot, gpu_demand, gpu_lease, refusal
+from fixtures import errors, kinds
+from fixtures.scheduling import CaseGate, FileLockSlot, case_guard, gpu_demand, gpu_lease, refusal
 from fixtures.waits import TimeoutPolicy
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
@@ -192,3 +192,84 @@ def test_gpu_demand_comes_from_the_case_object() -> None:
     item = SimpleNamespace(callspec=SimpleNamespace(params={"case": Gang()}))
     assert gpu_demand(item, layout) == 5  # type: ignore[arg-type]
     assert gpu_demand(SimpleNamespace(callspec=None), layout) == 0  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ the per-case guard
+class Request:
+    """What case_guard reads from pytest's request: config (suite mode), the item, and fixture values."""
+
+    def __init__(self, tmp_path: Path, state: ClusterState, markers: tuple[str, ...], fixtures: dict,
+                 case: object = None) -> None:  # fmt: skip
+        from fixtures.plugin import SUITE_MODE
+
+        self.config = SimpleNamespace(stash=pytest.Stash())
+        self.config.stash[SUITE_MODE] = True
+        self.fixturenames = ["cluster", "workspace"]
+        self.node = SimpleNamespace(
+            nodeid="suites/test_x.py::test_case",
+            iter_markers=lambda: [SimpleNamespace(name=m) for m in markers],
+            callspec=SimpleNamespace(params={"case": case} if case else {}),
+        )
+        self.values = {"cluster": state, "run": SimpleNamespace(state_dir=tmp_path), **fixtures}
+
+    def getfixturevalue(self, name: str) -> object:
+        return self.values[name]
+
+
+@pytest.fixture
+def guarded(tmp_path: Path, fake):
+    from clusters.catalog import load_topology
+    from tests.fakes.stack import SimulatedStack, make_settings
+
+    SimulatedStack(fake).add_workers(3)
+    for node in fake.objects(kinds.NODE):
+        node["status"]["capacity"]["nvidia.com/gpu"] = "4"
+        fake.put(node)
+    settings = make_settings(tmp_path, timeouts=PATIENT, topology=load_topology("pr-gate"))
+    layout = GpuLayout(tuple(GpuNode(n["metadata"]["name"], 4) for n in fake.objects(kinds.NODE)))
+    return {"settings": settings, "gpu_layout": layout, "kube": fake}
+
+
+def test_guard_is_inert_outside_suite_mode(tmp_path: Path) -> None:
+    request = Request(tmp_path, state("kind"), (), {})
+    request.config.stash = pytest.Stash()
+    with case_guard(request):  # type: ignore[arg-type]
+        pass
+    assert not (tmp_path / "locks").exists()
+
+
+def test_guard_checks_the_fake_gpus_on_kind_under_a_shared_lock(tmp_path: Path, guarded, fake) -> None:
+    fake.calls.clear()
+    neighbour = CaseGate(tmp_path / "locks", EXPIRING).hold(exclusive=False, what="neighbour")
+    with case_guard(Request(tmp_path, state("kind", "kind"), ("gang",), guarded)), neighbour:  # type: ignore[arg-type]
+        pass  # an ordinary neighbour got in beside it
+    assert [c.operation for c in fake.calls] == ["list"]
+
+
+def test_guard_runs_serial_cases_alone(tmp_path: Path, guarded) -> None:
+    with (
+        case_guard(Request(tmp_path, state("kind", "kind"), ("serial",), guarded)),  # type: ignore[arg-type]
+        pytest.raises(errors.WaitTimeout),
+        CaseGate(tmp_path / "locks", EXPIRING).hold(exclusive=False, what="neighbour"),
+    ):
+        pass
+
+
+def test_guard_skips_refused_and_oversized_cases(tmp_path: Path, guarded) -> None:
+    refused = Request(tmp_path, state("existing"), ("disruptive",), guarded)
+    with (
+        pytest.raises(pytest.skip.Exception, match="disruptive case refused on existing cluster prod"),
+        case_guard(refused),
+    ):  # type: ignore[arg-type]
+        pass
+
+    class Greedy:
+        def manifests(self, ctx):
+            return []
+
+        def gpu_demand(self, layout: GpuLayout) -> int:
+            return layout.total + 1
+
+    request = Request(tmp_path, state("existing"), (), guarded, case=Greedy())
+    with pytest.raises(pytest.skip.Exception, match="needs 13 GPUs at once; cluster prod has 12"), case_guard(request):  # type: ignore[arg-type]
+        pass
