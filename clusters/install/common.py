@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from clusters.catalog import Component
+from clusters.install.context import InstallContext
+from clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
 from fixtures import errors, kinds
 from fixtures.kube import KubeApi
-
-
-def is_local(ref: str) -> bool:
-    return Path(ref).exists()
 
 
 def find_deployments(kube: KubeApi, names: Iterable[str]) -> list[tuple[str, str]]:
@@ -66,3 +64,44 @@ def check_version(component: str, option: str, expected: str, images: list[str],
 def record(**fields: Any) -> dict[str, Any]:
     """A component's entry in ``ClusterState.stack['components']`` (empty fields dropped)."""
     return {k: v for k, v in fields.items() if v not in (None, "", [], {}, ())}
+
+
+def installed(component: Component, *, pr_build: str | None, refs: list[tuple[str, str]], waited: float,
+              webhook: str, **details: Any) -> dict[str, Any]:  # fmt: skip
+    """The record of a component this run installed; ``pr_build`` says what was built when it came from a PR."""
+    return record(
+        version=pr_build or component.version,
+        expectations=component.version,
+        source="pr" if pr_build else "release",
+        deployments=[f"{ns}/{name}" for ns, name in refs],
+        ready_after_seconds=round(waited, 1),
+        webhook=webhook,
+        **details,
+    )
+
+
+def verify_component(
+    ctx: InstallContext,
+    component: Component,
+    *,
+    label: str,
+    probe: WebhookProbe,
+    deployments: tuple[str, ...],
+    must_run: Callable[[list[tuple[str, str]]], list[tuple[str, str]]] = lambda found: found,
+) -> dict[str, Any]:
+    """An installed component: its webhook serves, its Deployments are Available, its version is the expected one.
+
+    ``deployments`` are looked for by name anywhere in the cluster; ``must_run(found)`` says which must be
+    Available (by default those found: install methods name them differently).
+    """
+    kube = ctx.kube_factory()
+    rejection = webhook_serves(kube, probe, ctx.timeouts)
+    found = find_deployments(kube, deployments)
+    refs = must_run(found)
+    if refs:
+        wait_deployments(kube, refs, ctx.timeouts, label)
+    known = ctx.settings.catalog.components[component.name]
+    version = check_version(label, f"--{component.name}-version", component.version, deployment_images(kube, found),
+                            known)  # fmt: skip
+    return record(version=version, expectations=component.version, source="verified",
+                  deployments=[f"{ns}/{name}" for ns, name in refs], webhook=rejection)  # fmt: skip

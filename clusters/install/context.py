@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from clusters import commands
+from clusters.catalog import Component
+from fixtures import progress
 from fixtures.kube import KubeApi
 from fixtures.waits import TimeoutPolicy
 
@@ -63,3 +66,46 @@ def helm_values(ctx: InstallContext, release: str, namespace: str) -> dict[str, 
     """The values the release was installed with (what the suite and the operator supplied)."""
     answer = ctx.helm("get", "values", release, "--namespace", namespace, "--output", "json")
     return yaml.safe_load(answer.stdout) or {}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A Helm release to install: the released chart at its pinned version, or the chart a PR gave."""
+
+    release: str
+    namespace: str
+    ref: str
+    version: str | None  # None: the operator's chart (a directory or a reference), installed as it is
+
+    @classmethod
+    def of(cls, component: Component, override: str | None, release: str, namespace: str) -> Chart:
+        if override:
+            return cls(release, namespace, override, None)
+        return cls(release, namespace, component.fields["chart"], str(component.fields["chart_version"]))
+
+    def args(self, ctx: InstallContext, extra: list[str]) -> list[str]:
+        """``helm`` arguments (without the cluster flags); a local chart directory gets its dependencies fetched."""
+        args = ["upgrade", "--install", self.release, self.ref, "--namespace", self.namespace, "--create-namespace"]
+        if self.version is not None:
+            args += ["--version", self.version]
+        elif Path(self.ref).exists():
+            args += ["--dependency-update"]
+        return [*args, *extra, "--timeout", f"{ctx.timeouts('install'):.0f}s"]
+
+
+def install_chart(
+    ctx: InstallContext, label: str, chart: Chart, extra: list[str], hint: str
+) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """Install ``chart``; returns its Deployments and what to record about it."""
+    args = chart.args(ctx, extra)
+    progress.report(f"{label}: {commands.display(['helm', *args])}")
+    ctx.helm(*args, timeout=ctx.timeouts("install") + 60, hint=hint)
+    details = {
+        "chart": chart.ref,
+        "chart_version": chart.version,
+        "release": chart.release,
+        "namespace": chart.namespace,
+        "command": commands.display(["helm", *args]),
+        "values": helm_values(ctx, chart.release, chart.namespace),
+    }
+    return helm_deployments(ctx, chart.release, chart.namespace), details

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.install import manifests
-from clusters.install.common import check_version, deployment_images, find_deployments, record
+from clusters.install.common import installed, verify_component
 from clusters.install.context import InstallContext
 from clusters.install.readiness import jobset_probe, wait_deployments, webhook_serves
 from fixtures import progress
@@ -31,29 +31,11 @@ def install(ctx: InstallContext) -> dict[str, Any]:
     refs = manifests.deployments_of(objs)
     waited = wait_deployments(kube, refs, ctx.timeouts, "JobSet") if refs else 0.0
     rejection = webhook_serves(kube, jobset_probe(ctx.settings.workload_image), ctx.timeouts)
-    component = ctx.settings.combination.jobset
     from_pr = ctx.settings.sources.jobset_manifests is not None
-    return record(
-        version="PR manifests" if from_pr else component.version,
-        expectations=component.version,
-        source="pr" if from_pr else "release",
-        manifests=origin,
-        objects=len(applied),
-        deployments=[f"{ns}/{name}" for ns, name in refs],
-        ready_after_seconds=round(waited, 1),
-        webhook=rejection,
-    )
+    return installed(ctx.settings.combination.jobset, pr_build="PR manifests" if from_pr else None, refs=refs,
+                     waited=waited, webhook=rejection, manifests=origin, objects=len(applied))  # fmt: skip
 
 
 def verify(ctx: InstallContext) -> dict[str, Any]:
-    kube = ctx.kube_factory()
-    rejection = webhook_serves(kube, jobset_probe(ctx.settings.workload_image), ctx.timeouts)
-    refs = find_deployments(kube, DEPLOYMENT_NAMES)
-    if refs:
-        wait_deployments(kube, refs, ctx.timeouts, "JobSet")
-    expected = ctx.settings.combination.jobset.version
-    version = check_version(
-        "JobSet", "--jobset-version", expected, deployment_images(kube, refs), ctx.settings.catalog.components["jobset"]
-    )
-    return record(version=version, expectations=expected, source="verified",
-                  deployments=[f"{ns}/{n}" for ns, n in refs], webhook=rejection)  # fmt: skip
+    return verify_component(ctx, ctx.settings.combination.jobset, label="JobSet",
+                            probe=jobset_probe(ctx.settings.workload_image), deployments=DEPLOYMENT_NAMES)  # fmt: skip

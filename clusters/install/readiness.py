@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixtures import errors, kinds, progress
+from fixtures.kinds import Kind
 from fixtures.kube import KubeApi
 from fixtures.waits import Observation, TimeoutPolicy, eventually
 
@@ -105,12 +106,17 @@ def webhook_serves(kube: KubeApi, probe: WebhookProbe, timeouts: TimeoutPolicy) 
     return result.summary
 
 
+def _invalid(kind: Kind, spec: dict[str, Any]) -> dict[str, Any]:
+    metadata = {"name": PROBE_NAME, "namespace": PROBE_NAMESPACE} if kind.namespaced else {"name": PROBE_NAME}
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata, "spec": spec}
+
+
 def queue_probe() -> WebhookProbe:
     return WebhookProbe(
         component="KAI Scheduler",
         webhook="kai-queue-validation-v2",
         # No spec.resources: the CRD allows it, the queue webhook rejects it (queue_validator.go:19,39-44).
-        invalid={"apiVersion": kinds.QUEUE.api_version, "kind": "Queue", "metadata": {"name": PROBE_NAME}, "spec": {}},
+        invalid=_invalid(kinds.QUEUE, {}),
         rejection="resources must be specified",
         hint="check the queue-controller Deployment and `kubectl get validatingwebhookconfiguration "
         "kai-queue-validation-v2` in namespace kai-scheduler",
@@ -119,25 +125,12 @@ def queue_probe() -> WebhookProbe:
 
 def jobset_probe(image: str) -> WebhookProbe:
     job = {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": image}]}}}}
+    first = {"name": "first", "replicas": 1, "dependsOn": [{"name": "first", "status": "Ready"}], "template": job}
     return WebhookProbe(
         component="JobSet",
         webhook="jobset-validating-webhook-configuration",
         # dependsOn on the first replicatedJob is schema-valid and refused by the webhook (jobset_webhook.go).
-        invalid={
-            "apiVersion": kinds.JOB_SET.api_version,
-            "kind": "JobSet",
-            "metadata": {"name": PROBE_NAME, "namespace": PROBE_NAMESPACE},
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "first",
-                        "replicas": 1,
-                        "dependsOn": [{"name": "first", "status": "Ready"}],
-                        "template": job,
-                    }
-                ]
-            },
-        },
+        invalid=_invalid(kinds.JOB_SET, {"replicatedJobs": [first]}),
         rejection="DependsOn can't be set for the first ReplicatedJob",
         hint="check the jobset-controller-manager Deployment and its logs (certificates are generated at start)",
     )
@@ -148,12 +141,7 @@ def trainer_probe() -> WebhookProbe:
         component="Kubeflow Trainer",
         webhook="validator.trainer.kubeflow.org",
         # A runtime that does not exist: the TrainJob validator refuses it (clustertrainingruntime.go).
-        invalid={
-            "apiVersion": kinds.TRAIN_JOB.api_version,
-            "kind": "TrainJob",
-            "metadata": {"name": PROBE_NAME, "namespace": PROBE_NAMESPACE},
-            "spec": {"runtimeRef": {"name": f"{PROBE_NAME}-missing-runtime"}},
-        },
+        invalid=_invalid(kinds.TRAIN_JOB, {"runtimeRef": {"name": f"{PROBE_NAME}-missing-runtime"}}),
         rejection="must be created before the TrainJob is created",
         hint="check the kubeflow-trainer-controller-manager Deployment and its logs in namespace kubeflow-system",
     )
