@@ -130,7 +130,6 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         fetch=tools.fetch,
         kubeconfig=state.kubeconfig,
         context=state.context,
-        run_id=run.run_id,
     )
     steps: dict[str, Callable[[], Any]] = {"stack": lambda: (install_stack if settings.install else verify_stack)(ctx)}
     if state.provider == "kind":

@@ -1,4 +1,5 @@
-"""Helpers shared by the component installers: finding a component's Deployments, its images, its version."""
+"""What the component installers share: finding a component's Deployments, images and version, its record in
+``ClusterState.stack``, and the verification of a component installed by someone else."""
 
 from __future__ import annotations
 

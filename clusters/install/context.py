@@ -28,7 +28,6 @@ class InstallContext:
     fetch: Callable[[str, float], str]  # URL, timeout → text (JobSet release manifests)
     kubeconfig: str
     context: str | None
-    run_id: str
 
     @property
     def timeouts(self) -> TimeoutPolicy:

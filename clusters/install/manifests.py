@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +53,16 @@ def download(url: str, timeout: float) -> str:
         ) from exc
 
 
-def load(source: str, ctx_runner: commands.Runner, fetch: Any, timeout: float) -> tuple[list[Obj], str]:
+def load(
+    source: str, runner: commands.Runner, fetch: Callable[[str, float], str], timeout: float
+) -> tuple[list[Obj], str]:
     """Objects from a URL, a YAML file or a kustomize directory, and a description of where they came from."""
     if source.startswith(("http://", "https://")):
         text, origin = fetch(source, timeout), source
     else:
         path = Path(source)
         if path.is_dir():
-            answer = ctx_runner([commands.tool("kubectl"), "kustomize", str(path)], timeout=timeout)
+            answer = runner([commands.tool("kubectl"), "kustomize", str(path)], timeout=timeout)
             text, origin = answer.stdout, f"kubectl kustomize {path}"
         elif path.is_file():
             text, origin = path.read_text(), str(path)

@@ -82,7 +82,8 @@ def webhook_serves(kube: KubeApi, probe: WebhookProbe, timeouts: TimeoutPolicy) 
         except errors.KindNotServed as exc:
             raise errors.InfrastructureError(
                 f"{probe.component} is not installed: the API server does not serve {kind} ({exc.message}); its "
-                "CRD is missing. fix: install it (--install always on an existing cluster) or check the install log"
+                "CRD is missing. fix: install it (without --install never; on an existing cluster with --install always) "
+                "or check the install output above"
             ) from exc
         except errors.KubeError as exc:
             if probe.rejection in exc.message:

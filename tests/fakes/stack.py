@@ -273,4 +273,4 @@ def install_context(settings: Settings, stack: SimulatedStack, kubeconfig: str =
     from clusters.install.context import InstallContext
 
     return InstallContext(settings=settings, kube_factory=lambda: stack.fake, runner=stack.runner, fetch=stack.fetch,
-                          kubeconfig=kubeconfig, context=context, run_id="r1")  # fmt: skip
+                          kubeconfig=kubeconfig, context=context)  # fmt: skip
