@@ -70,7 +70,7 @@ KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters:
 - name: kind-{name}
-  cluster: {{server: "https://127.0.0.1:6443"}}
+  cluster: {{server: "{server}"}}
 users:
 - name: kind-{name}
   user: {{token: fake}}
@@ -109,7 +109,7 @@ elif verb == "create cluster":
     with open(flag("config")) as f:
         state["configs"].append(f.read())
     with open(flag("kubeconfig"), "w") as f:
-        f.write(KUBECONFIG.format(name=name))
+        f.write(KUBECONFIG.format(name=name, server=state["server"]))
     state["clusters"].append(name)
 elif verb == "delete cluster":
     state["clusters"] = [c for c in state["clusters"] if c != flag("name")]
@@ -118,7 +118,7 @@ elif verb == "load docker-image":
         finish(1, "ERROR: image: \\"%s\\" not present locally" % args[-1])
     state["loaded"].append(args[-1])
 elif verb == "get kubeconfig":
-    print(KUBECONFIG.format(name=flag("name")), end="")
+    print(KUBECONFIG.format(name=flag("name"), server=state["server"]), end="")
 finish()
 """
 
@@ -134,7 +134,8 @@ class FakeKind:
     def install(cls, bin_dir: Path, monkeypatch: Any) -> FakeKind:
         state_file = bin_dir.parent / "fake-kind.json"
         fake = cls(bin_dir, state_file)
-        fake._write({"clusters": [], "calls": [], "configs": [], "loaded": [], "missing_images": [], "fail": {}})
+        fake._write({"clusters": [], "calls": [], "configs": [], "loaded": [], "missing_images": [], "fail": {},
+                     "server": "https://127.0.0.1:6443"})  # fmt: skip
         executable(bin_dir, "kind", f"KUBECONFIG = {KUBECONFIG!r}\n{FAKE_KIND}")
         monkeypatch.setenv("FAKE_KIND_STATE", str(state_file))
         return fake
