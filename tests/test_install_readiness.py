@@ -3,6 +3,7 @@ API server hands them to the webhook (whose rejection is the proof) instead of r
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -18,10 +19,15 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Trainer CRDs are l
 CRDS = os.environ.get("KAI_CONFORMANCE_CRDS")
 
 
+@functools.lru_cache
+def _crd(path: Path) -> dict:
+    return yaml.load(path.read_text(), Loader=LOADER)
+
+
 def schema_for(folder: Path, obj: dict) -> dict:
     kind = kinds.known(obj["apiVersion"], obj["kind"])
     assert kind is not None
-    crd = yaml.load((folder / f"{kind.group}_{kind.plural}.yaml").read_text(), Loader=LOADER)
+    crd = _crd(folder / f"{kind.group}_{kind.plural}.yaml")
     assert crd["spec"]["names"]["kind"] == obj["kind"]
     return next(v for v in crd["spec"]["versions"] if v["name"] == kind.version)["schema"]["openAPIV3Schema"]
 

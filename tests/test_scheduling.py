@@ -22,7 +22,7 @@ from fixtures.waits import TimeoutPolicy
 pytestmark = pytest.mark.usefixtures("fast_polling")
 
 PATIENT = TimeoutPolicy(scale=0.005)  # lease budget 4.5 s: long enough for the other thread to let go
-EXPIRING = TimeoutPolicy(scale=0.0001)  # lease budget 0.09 s
+EXPIRING = TimeoutPolicy(scale=0.00003)  # lease budget 27 ms
 
 
 def in_thread(action) -> threading.Thread:

@@ -31,7 +31,7 @@ from tests.fakes.commands import FakeRunner
 from tests.fakes.kube import Call, FakeKube
 
 #: Every wait gives up after its first retry (one 0.25 s poll): for the tests of what never happens.
-EXPIRING = TimeoutPolicy(scale=0.0005)
+EXPIRING = TimeoutPolicy(scale=0.0005, overrides={"ready": 20.0})
 JOBSET_RELEASE_URL = "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
 
 
