@@ -33,8 +33,17 @@ def resolve_kubeconfig(kubeconfig: str | None) -> str:
     return kubeconfig or os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
 
 
-def current_context(kube: KubeApi, context: str | None) -> str:
-    return context or getattr(kube, "host", None) or "current context"
+def cluster_name(kubeconfig: str, context: str | None) -> str:
+    """The context the run uses, by name: the one given, else the kubeconfig's current context."""
+    if context:
+        return context
+    from kubernetes import config
+
+    try:
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # the client reports a bad kubeconfig itself when it connects
+        return "current context"
+    return active.get("name") or "current context"
 
 
 def disruptive_opt_in(kube: KubeApi, allow_flag: bool) -> str:
@@ -69,7 +78,7 @@ def connect(
             "fix: check the cluster is up and the kubeconfig points at it (`kubectl cluster-info`)"
         ) from exc
     gpus = discover_gpus(kube)
-    name = current_context(kube, context)
+    name = cluster_name(path, context)
     opt_in = disruptive_opt_in(kube, allow_disruptive)
     progress.report(
         f"existing cluster {name} (Kubernetes {version}): "

@@ -99,6 +99,7 @@ def test_a_suite_run_on_an_existing_cluster(tmp_path: Path, fake: FakeKube, clus
     assert code == 0
     state = state_of(tmp_path)
     assert (state["provider"], state["ready"], state["gpus"]) == ("existing", True, {"gpu-a": 8})
+    assert state["name"] == "fake"  # the kubeconfig's current context
     assert [q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)] == ["production"]  # only the run's went
     assert fake.objects(kinds.CLUSTER_TRAINING_RUNTIME) == []
     assert [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith("kc-")] == []
