@@ -200,9 +200,7 @@ class SimulatedStack:
                                  "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"))  # fmt: skip
 
     def _ensure_namespace(self, name: str) -> None:
-        if not self.fake.objects(kinds.NAMESPACE) or name not in {
-            n["metadata"]["name"] for n in self.fake.objects(kinds.NAMESPACE)
-        }:
+        if self.fake.store.get(("v1", "Namespace", None, name)) is None:
             self.fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     # ------------------------------------------------------------------------------------------ controllers
