@@ -7,6 +7,7 @@ known values.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,17 @@ VERSIONS_FILE = CLUSTERS_DIR / "versions.yaml"
 TOPOLOGIES_DIR = CLUSTERS_DIR / "topologies"
 #: Label the suite puts on each worker (kind config) so GPU counts map onto nodes by index, not by name.
 WORKER_INDEX_LABEL = "kai-conformance/worker-index"
+#: kind sets node labels through kubelet ``--node-labels``, which refuses keys in the kubernetes.io / k8s.io
+#: namespaces except these (kubelet flag validation; kubernetes-sigs/kind#3536): ``kind create cluster`` fails.
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+KUBELET_LABELS = frozenset({
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone", "kubernetes.io/arch",
+    "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+})  # fmt: skip
+#: Top-level fields of the kind config the suite writes itself; a topology's ``kind:`` section may not set them.
+KIND_OWN_FIELDS = ("kind", "apiVersion", "name", "nodes")
 
 
 @dataclass(frozen=True)
@@ -239,4 +251,36 @@ def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topolo
         raise UsageError(f"topology {path}: roles must be control-plane/worker with at least one control-plane")
     if any(n.gpus and n.role != "worker" for n in nodes):
         raise UsageError(f"topology {path}: only workers may carry fake GPUs")
-    return Topology(path.stem, str(raw.get("description", "")), nodes, dict(raw.get("kind") or {}))
+    if any(n.gpus < 0 for n in nodes):
+        raise UsageError(f"topology {path}: a GPU count cannot be negative")
+    for key in (k for n in nodes for k in n.labels):
+        problem = node_label_problem(key)
+        if problem:
+            raise UsageError(f"topology {path}: node label {key!r} {problem}")
+    kind_extra = dict(raw.get("kind") or {})
+    clashing = sorted(set(kind_extra) & set(KIND_OWN_FIELDS))
+    if clashing:
+        raise UsageError(
+            f"topology {path}: its kind: section may not set {clashing}; the suite writes them from nodes: "
+            "and the --cluster-name / --k8s-version options"
+        )
+    return Topology(path.stem, str(raw.get("description", "")), nodes, kind_extra)
+
+
+def node_label_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a node label in a kind config, or ``None`` when it can."""
+    if key == WORKER_INDEX_LABEL:
+        return "is set by the suite on every worker; remove it from the topology"
+    prefix, _, name = key.rpartition("/")
+    valid_prefix = not prefix or (len(prefix) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", prefix))
+    if not valid_prefix or not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", name):
+        return "is not a valid label key"
+    restricted = any(prefix == ns or prefix.endswith("." + ns) for ns in ("kubernetes.io", "k8s.io"))
+    allowed = key in KUBELET_LABELS or any(prefix == ns or prefix.endswith("." + ns) for ns in KUBELET_LABEL_NAMESPACES)
+    if restricted and not allowed:
+        return (
+            "is in the kubernetes.io/k8s.io namespace, which kubelet refuses in --node-labels, so `kind create "
+            "cluster` would fail (kubernetes-sigs/kind#3536); use a key outside it (e.g. example.com/role) or "
+            "one under node.kubernetes.io/"
+        )
+    return None

@@ -23,6 +23,10 @@ class ClusterState:
     kept: bool = False  # --keep-cluster / --reuse-cluster: never deleted
     gpus: dict[str, int] = field(default_factory=dict)  # node name → GPUs
     stack: dict = field(default_factory=dict)  # what was installed (versions, images, values)
+    ready: bool = False  # False while provisioning: the cluster exists (teardown applies) but is not usable yet
+    #: Why cases marked ``disruptive`` may run here ("" = refused): a kind cluster, --allow-disruptive, or the
+    #: opt-in label (clusters/existing.py).
+    disruptive_opt_in: str = ""
 
     def save(self, state_dir: Path) -> None:
         path = state_dir / STATE_FILE

@@ -13,6 +13,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Where fetched tools live; overridable so self-tests can simulate a machine without them.
 TOOLS_BIN = Path(os.environ.get("KAI_CONFORMANCE_TOOLS_BIN", REPO_ROOT / ".tools" / "bin"))
+#: How to get a missing kind/kubectl/helm, quoted by preflight and by the command runner.
+FETCH_HINT = "python scripts/fetch_tools.py {tool}   (pinned version, checksum-verified, into .tools/bin)"
 
 
 def find_tool(name: str, path: str | None = None) -> str | None:

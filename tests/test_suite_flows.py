@@ -1,4 +1,4 @@
-"""Suite cases driven end to end against FakeKube with simulated controllers (tests/fakes/stack.py).
+"""Suite cases driven end to end against FakeKube with simulated controllers (tests/fakes/controllers.py).
 
 Each flow calls a real suite test function with a real Workspace, Observer and record, so it proves the
 choreography (what is applied when, what is waited for) and, with a fault injected, that the failure a user would
@@ -26,8 +26,8 @@ from reports.records import CaseRecord, CaseRecorder
 from suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues
 from suites.support.expectations import PODGROUPER_USER, Expectations, expectations_for
 from suites.support.observe import Observer
+from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.kube import FakeKube
-from tests.fakes.stack import Faults, SimulatedStack
 
 CATALOG = Catalog.load()
 COMBINATION = CATALOG.combination(CATALOG.defaults["combination"])
@@ -67,7 +67,7 @@ def flow(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) -> Itera
         fake = FakeKube()
         for obj in stack_manifests(IMAGE):
             fake.apply(prepare(obj, RUN, "", ""))
-        SimulatedStack(fake, layout, COMBINATION.kai.version, faults or Faults()).install()
+        SimulatedControllers(fake, layout, COMBINATION.kai.version, faults or Faults()).install()
         stack = cleanup.open_stack("flow")
         workspace = Workspace(fake, RUN, "suites/test_flow.py::case", NAMESPACE, fast_timeouts, stack)
         workspace.create_namespace()

@@ -46,7 +46,7 @@ class Faults:
 
 
 @dataclass
-class SimulatedStack:
+class SimulatedControllers:
     fake: FakeKube
     layout: GpuLayout
     kai_version: str = "v0.17.0"
@@ -58,7 +58,7 @@ class SimulatedStack:
         self._names = itertools.count(1)
         self._seen: dict[str, int] = {}  # PodGroup uid → order of creation (KAI considers older groups first)
 
-    def install(self) -> SimulatedStack:
+    def install(self) -> SimulatedControllers:
         self.fake.reactors.append(self._react)
         return self
 

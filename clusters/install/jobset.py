@@ -1,0 +1,41 @@
+"""JobSet: its release ``manifests.yaml`` (or a PR's manifests), applied by server-side apply.
+
+Installed on its own, before Trainer, in ``jobset-system`` (the release manifests' namespace): Trainer is then
+installed with its bundled JobSet switched off (docs/research/upstream-facts.md §A6, §C).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.install import manifests
+from clusters.install.common import installed, verify_component
+from clusters.install.context import InstallContext
+from clusters.install.readiness import jobset_probe, wait_deployments, webhook_serves
+from fixtures import progress
+
+#: The Deployment of the manifests install, and of JobSet's own Helm chart (upstream-facts §C).
+DEPLOYMENT_NAMES = ("jobset-controller-manager", "jobset-controller")
+
+
+def source(ctx: InstallContext) -> str:
+    return ctx.settings.sources.jobset_manifests or ctx.settings.combination.jobset.fields["manifests"]
+
+
+def install(ctx: InstallContext) -> dict[str, Any]:
+    where = source(ctx)
+    progress.report(f"JobSet: installing from {where}")
+    objs, origin = manifests.load(where, ctx.runner, ctx.fetch, ctx.timeouts("install"))
+    kube = ctx.kube_factory()
+    applied = manifests.apply_all(kube, objs, ctx.timeouts, "JobSet")
+    refs = manifests.deployments_of(objs)
+    waited = wait_deployments(kube, refs, ctx.timeouts, "JobSet") if refs else 0.0
+    rejection = webhook_serves(kube, jobset_probe(ctx.settings.workload_image), ctx.timeouts)
+    from_pr = ctx.settings.sources.jobset_manifests is not None
+    return installed(ctx.settings.combination.jobset, pr_build="PR manifests" if from_pr else None, refs=refs,
+                     waited=waited, webhook=rejection, manifests=origin, objects=len(applied))  # fmt: skip
+
+
+def verify(ctx: InstallContext) -> dict[str, Any]:
+    return verify_component(ctx, ctx.settings.combination.jobset, label="JobSet",
+                            probe=jobset_probe(ctx.settings.workload_image), deployments=DEPLOYMENT_NAMES)  # fmt: skip

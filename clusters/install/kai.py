@@ -1,0 +1,62 @@
+"""KAI Scheduler: the Helm chart, released (OCI) or a PR's chart directory with image registry/tag overrides.
+
+``helm upgrade --install`` makes the install idempotent. Helm only creates the operator; the operator then
+creates the operand Deployments and the webhooks asynchronously, so readiness waits for those too
+(docs/research/upstream-facts.md §B6) and proves the queue webhook with a negative dry-run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusters.install.common import installed, verify_component
+from clusters.install.context import Chart, InstallContext, install_chart
+from clusters.install.readiness import queue_probe, wait_deployments, webhook_serves
+
+RELEASE = "kai-scheduler"
+NAMESPACE = "kai-scheduler"
+OPERATOR = "kai-operator"
+#: Created by the operator (pkg/operator/operands/*/resources.go; kai-scheduler-default = <scheduler>-<shard>).
+OPERANDS = ("admission", "binder", "pod-grouper", "podgroup-controller", "queue-controller", "kai-scheduler-default")
+
+
+def overrides(ctx: InstallContext) -> list[str]:
+    """Values files, image registry/tag and ``--set`` values for the KAI chart."""
+    sources = ctx.settings.sources
+    args = [arg for values in sources.kai_values for arg in ("--values", values)]
+    if sources.kai_image_registry:
+        args += ["--set", f"global.registry={sources.kai_image_registry}"]
+    if sources.kai_image_tag:
+        args += ["--set", f"global.tag={sources.kai_image_tag}"]
+    return args + [arg for setting in sources.kai_set for arg in ("--set", setting)]
+
+
+def install(ctx: InstallContext) -> dict[str, Any]:
+    sources, component = ctx.settings.sources, ctx.settings.combination.kai
+    chart = Chart.of(component, sources.kai_chart, RELEASE, NAMESPACE)
+    refs, details = install_chart(
+        ctx,
+        "KAI Scheduler",
+        chart,
+        overrides(ctx),
+        hint="check the chart reference, registry access (ghcr.io) and the images the chart names; a PR chart "
+        "directory needs --kai-image-registry/--kai-image-tag and --load-image for locally built images",
+    )
+    kube = ctx.kube_factory()
+    refs = list(dict.fromkeys([*refs, *((NAMESPACE, name) for name in OPERANDS)]))
+    waited = wait_deployments(kube, refs, ctx.timeouts, "KAI Scheduler")
+    rejection = webhook_serves(kube, queue_probe(), ctx.timeouts)
+    from_pr = bool(sources.kai_chart or sources.kai_image_registry or sources.kai_image_tag)
+    pr_build = f"PR build {sources.kai_image_tag or '(chart default tag)'}" if from_pr else None
+    return installed(component, pr_build=pr_build, refs=refs, waited=waited, webhook=rejection, **details)
+
+
+def verify(ctx: InstallContext) -> dict[str, Any]:
+    """An installed KAI: the queue webhook serves, the operand Deployments are Available, the version matches."""
+
+    def operands(found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        namespace = next((ns for ns, name in found if name == OPERATOR), NAMESPACE)
+        return [(namespace, name) for name in OPERANDS]
+
+    return verify_component(ctx, ctx.settings.combination.kai, label="KAI Scheduler", probe=queue_probe(),
+                            deployments=(OPERATOR, *OPERANDS), must_run=operands)  # fmt: skip

@@ -1,0 +1,70 @@
+"""The whole stack: KAI Scheduler in parallel with JobSet → Trainer (Trainer's controller needs JobSet's CRD),
+or, without install, the verification of what is there; then what it runs, for the reports."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from clusters.install import jobset, kai, trainer
+from clusters.install.common import running_images
+from clusters.install.context import InstallContext
+from fixtures import errors
+
+T = TypeVar("T")
+
+
+def in_parallel(tasks: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Run independent tasks in threads and return their results; raise when any failed, naming each failure.
+
+    Daemon threads: Ctrl-C interrupts the wait at once and the run ends without waiting for a long install.
+    """
+    results: dict[str, T] = {}
+    failures: dict[str, BaseException] = {}
+
+    def work(name: str, task: Callable[[], T]) -> None:
+        try:
+            results[name] = task()
+        except BaseException as exc:  # reported by the caller's thread
+            failures[name] = exc
+
+    threads = [threading.Thread(target=work, args=item, name=f"kai-conformance-{item[0]}", daemon=True)
+               for item in tasks.items()]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if len(failures) == 1:
+        raise next(iter(failures.values()))
+    if failures:
+        kind = errors.UsageError if all(isinstance(e, errors.UsageError) for e in failures.values()) else None
+        message = "several steps failed:\n" + "\n".join(f"- {name}: {exc}" for name, exc in failures.items())
+        raise (kind or errors.InfrastructureError)(message)
+    return results
+
+
+def install_stack(ctx: InstallContext) -> dict[str, Any]:
+    def workloads() -> dict[str, Any]:
+        return {"jobset": jobset.install(ctx), "trainer": trainer.install(ctx)}
+
+    results = in_parallel({"KAI Scheduler": lambda: kai.install(ctx), "JobSet and Trainer": workloads})
+    return _with_images(ctx, {"kai": results["KAI Scheduler"], **results["JobSet and Trainer"]})
+
+
+def verify_stack(ctx: InstallContext) -> dict[str, Any]:
+    results = in_parallel({
+        "kai": lambda: kai.verify(ctx), "jobset": lambda: jobset.verify(ctx), "trainer": lambda: trainer.verify(ctx),
+    })  # fmt: skip
+    return _with_images(ctx, {name: results[name] for name in ("kai", "jobset", "trainer")})
+
+
+def _with_images(ctx: InstallContext, components: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Add image → digest (pod status imageID) of what each component runs."""
+    kube = ctx.kube_factory()
+    for record in components.values():
+        namespaces = {ref.split("/", 1)[0] for ref in record.get("deployments", [])}
+        images = running_images(kube, namespaces)
+        if images:
+            record["images"] = images
+    return components

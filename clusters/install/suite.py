@@ -1,0 +1,76 @@
+"""The suite's own run-wide objects (``clusters/suite_stack.py``): applied after the stack, labelled
+``scope=stack`` with the run id, and removed at the end of a run on an existing cluster.
+
+Their creation is retried while Trainer's runtime webhook or KAI's queue webhook is not serving yet (both
+known to be racy right after install); removal only ever touches objects carrying this run's label.
+"""
+
+from __future__ import annotations
+
+from clusters.suite_stack import stack_manifests
+from fixtures import errors, kinds
+from fixtures.kube import KubeApi, describe
+from fixtures.ownership import owned_selector, stamp
+from fixtures.waits import Observation, TimeoutPolicy, eventually
+
+#: Removal order: runtimes, then the parent queue (its children, the cases' queues, are gone by then).
+REMOVAL_ORDER = (kinds.CLUSTER_TRAINING_RUNTIME, kinds.QUEUE)
+
+
+def apply_suite_objects(kube: KubeApi, run_id: str, image: str, timeouts: TimeoutPolicy) -> list[str]:
+    applied = []
+    for obj in stack_manifests(image):
+        stamped = stamp(obj, run_id)
+        what = describe(kube.kind_of(stamped), stamped["metadata"]["name"], None)
+
+        def attempt(stamped: dict = stamped, what: str = what) -> Observation:
+            try:
+                kube.apply(stamped)
+            except errors.ForeignObject as exc:
+                raise errors.UsageError(
+                    f"{what} already exists on the cluster and is not the suite's (no "
+                    f"app.kubernetes.io/managed-by=kai-conformance label); the suite never changes it. fix: remove "
+                    "or rename it, or run against another cluster"
+                ) from exc
+            return Observation(True, f"{what} applied")
+
+        # Transient answers (a webhook not serving yet: 5xx) are retried by eventually until the budget ends.
+        eventually(attempt, what=f"apply {what}", timeout=timeouts("webhook"), failure=errors.WaitTimeout)
+        applied.append(what)
+    return applied
+
+
+def remove_suite_objects(kube: KubeApi, run_id: str, timeouts: TimeoutPolicy) -> list[str]:
+    """Delete this run's stack-scope objects and wait until they are gone; returns problems (empty when clean)."""
+    selector = owned_selector(run_id, scope="stack")
+    problems = []
+    for kind in REMOVAL_ORDER:
+        try:
+            names = [o["metadata"]["name"] for o in kube.list(kind, labels=selector)]
+        except errors.KindNotServed:
+            continue
+
+        def gone(kind=kind, names=names) -> Observation:
+            left = []
+            for name in names:
+                current = kube.find(kind, name)
+                if current is None:
+                    continue
+                if not current["metadata"].get("deletionTimestamp"):
+                    try:
+                        kube.delete(kind, name)
+                    except errors.Forbidden as exc:  # a parent queue while a child still terminates
+                        left.append(f"{name} (deletion refused: {exc.message})")
+                        continue
+                if kube.find(kind, name) is not None:
+                    left.append(name)
+            return Observation(not left, f"still present: {', '.join(left)}" if left else "gone")
+
+        try:
+            eventually(gone, what=f"removal of the suite's {kind.kind} objects", timeout=timeouts("cleanup"),
+                       failure=errors.WaitTimeout)  # fmt: skip
+        except errors.KubeError as exc:
+            problems.append(f"{kind.kind}: {exc}")
+        except errors.WaitTimeout as exc:
+            problems.append(str(exc))
+    return problems

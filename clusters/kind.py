@@ -1,0 +1,198 @@
+"""kind clusters: a config generated from the topology, created, loaded and deleted through pytest-kind-ng.
+
+``pytest_kind.KindCluster`` runs ``kind create/delete cluster`` and ``kind load docker-image``; the suite gives it
+the kind binary found on PATH or in ``.tools/bin`` (never its built-in download of an old kind) and the generated
+config file. Where it falls short the kind CLI is called through :mod:`clusters.commands`: ``kind get clusters``
+(to know whether this run creates the cluster, so it never deletes one it did not create) and ``kind get
+kubeconfig`` (a reused cluster's kubeconfig). ``KindCluster`` does not capture what kind prints, so the suite
+captures it around each call and quotes its tail when kind fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusters import commands
+from clusters.catalog import WORKER_INDEX_LABEL, Topology
+from clusters.state import ClusterState
+from clusters.tools import find_tool
+from fixtures import errors, progress
+from fixtures.waits import TimeoutPolicy
+
+KIND_CONFIG_API = "kind.x-k8s.io/v1alpha4"
+#: Why a kind cluster may run cases marked ``disruptive`` (ClusterState.disruptive_opt_in).
+KIND_OPT_IN = "kind cluster made for testing"
+CREATE_HINT = (
+    "check that Docker runs and has room (`docker info`; several GB of memory and disk); on Linux, kind needs "
+    "`sysctl fs.inotify.max_user_watches=524288 fs.inotify.max_user_instances=512`; the node image {image} is "
+    "pulled from Docker Hub on first use"
+)
+
+
+def kind_config(topology: Topology, node_image: str) -> dict[str, Any]:
+    """The kind ``Cluster`` config for ``topology``: pinned node image, node labels, worker index labels."""
+    nodes = []
+    worker_index = 0
+    for spec in topology.nodes:
+        node: dict[str, Any] = {"role": spec.role, "image": node_image}
+        labels = dict(spec.labels)
+        if spec.role == "worker":
+            labels[WORKER_INDEX_LABEL] = str(worker_index)
+            worker_index += 1
+        if labels:
+            node["labels"] = labels
+        nodes.append(node)
+    return {"kind": "Cluster", "apiVersion": KIND_CONFIG_API, **topology.kind_extra, "nodes": nodes}
+
+
+def render_config(topology: Topology, node_image: str) -> str:
+    return yaml.safe_dump(kind_config(topology, node_image), sort_keys=False, default_flow_style=False)
+
+
+def _kind_cluster_class() -> type:
+    from pytest_kind import KindCluster
+
+    return KindCluster
+
+
+@dataclass
+class KindProvider:
+    """One named kind cluster, driven through ``KindCluster`` and the kind CLI."""
+
+    name: str
+    kubeconfig: Path
+    timeouts: TimeoutPolicy
+    runner: commands.Runner = commands.run
+    cluster_class: Callable[..., Any] | None = None  # pytest_kind.KindCluster unless a test substitutes it
+
+    def _kind(self) -> str:
+        return commands.tool("kind")
+
+    def _cluster(self) -> Any:
+        cls = self.cluster_class or _kind_cluster_class()
+        kubectl = find_tool("kubectl")
+        return cls(
+            self.name,
+            kubeconfig=self.kubeconfig,
+            kind_path=Path(self._kind()),
+            kubectl_path=Path(kubectl) if kubectl else None,
+        )
+
+    def _kind_step(self, what: str, action: Callable[[Any], None], hint: str) -> None:
+        """Run ``action(KindCluster)``, capturing kind's output; on failure raise with its tail and ``hint``."""
+        cluster = self._cluster()
+        failure: subprocess.CalledProcessError | None = None
+        with commands.captured_output() as output:
+            try:
+                action(cluster)
+            except subprocess.CalledProcessError as exc:
+                failure = exc
+        if failure is not None:
+            raise commands.CommandFailed(
+                [str(a) for a in failure.cmd], f"failed (exit {failure.returncode}) while {what}", output[0], hint
+            )
+
+    # ------------------------------------------------------------------------------------------------ queries
+    def exists(self) -> bool:
+        answer = self.runner(
+            [self._kind(), "get", "clusters"],
+            timeout=self.timeouts("api"),
+            check=False,
+        )
+        if answer.returncode != 0:
+            raise commands.CommandFailed(
+                answer.argv,
+                f"failed (exit {answer.returncode})",
+                answer.stderr or answer.stdout,
+                "kind needs a running Docker engine: start Docker and make sure `docker info` succeeds",
+            )
+        return self.name in answer.stdout.split()
+
+    def write_kubeconfig(self) -> None:
+        answer = self.runner([self._kind(), "get", "kubeconfig", "--name", self.name], timeout=self.timeouts("api"))
+        self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig.touch(0o600, exist_ok=True)
+        self.kubeconfig.write_text(answer.stdout)
+
+    # ------------------------------------------------------------------------------------------------ actions
+    def create(self, topology: Topology, node_image: str, config_path: Path) -> None:
+        """Create the cluster; if creation fails or is interrupted, remove whatever kind left behind."""
+        config_path.write_text(render_config(topology, node_image))
+        self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        progress.report(
+            f"creating kind cluster {self.name} ({topology.name}: {topology.description}; {node_image.split('@', maxsplit=1)[0]})"
+        )
+        try:
+            self._kind_step(
+                f"creating kind cluster {self.name} from {config_path}",
+                lambda cluster: cluster.create(config_file=config_path),
+                CREATE_HINT.format(image=node_image),
+            )
+        except BaseException:
+            # This run checked that no cluster of this name existed, so whatever exists now is its own.
+            with contextlib.suppress(Exception):
+                self.runner([self._kind(), "delete", "cluster", "--name", self.name], timeout=self.timeouts("api"))
+            raise
+        progress.report(f"kind cluster {self.name} created")
+
+    def load_images(self, images: tuple[str, ...]) -> None:
+        for image in images:
+            progress.report(f"loading image {image} into kind cluster {self.name}")
+            self._kind_step(
+                f"loading {image} into kind cluster {self.name}",
+                lambda cluster, image=image: cluster.load_docker_image(image),
+                f"build or pull the image first: `docker image inspect {image}` must succeed",
+            )
+
+    def delete(self) -> None:
+        progress.report(f"deleting kind cluster {self.name}")
+        self._kind_step(
+            f"deleting kind cluster {self.name}",
+            lambda cluster: cluster.delete(),
+            f"delete it by hand: kind delete cluster --name {self.name}",
+        )
+
+
+def kubeconfig_path(state_dir: Path, name: str) -> Path:
+    return state_dir / f"kind-{name}.kubeconfig"
+
+
+def up(
+    name: str,
+    *,
+    reuse: bool,
+    keep: bool,
+    topology: Topology,
+    node_image: str,
+    state_dir: Path,
+    provider: KindProvider,
+) -> ClusterState:
+    """Create the kind cluster ``name``, or with ``reuse`` use it when it exists; never adopt one silently."""
+    if provider.exists():
+        if not reuse:
+            raise errors.UsageError(
+                f"a kind cluster named {name} already exists and this run did not create it; pass "
+                f"--reuse-cluster {name} to use it (a reused cluster is never deleted), delete it with "
+                f"`kind delete cluster --name {name}`, or choose another --cluster-name"
+            )
+        progress.report(f"reusing kind cluster {name}")
+        provider.write_kubeconfig()
+        created = False
+    else:
+        provider.create(topology, node_image, state_dir / f"kind-{name}.yaml")
+        created = True
+    return ClusterState(
+        provider="kind",
+        name=name,
+        kubeconfig=str(provider.kubeconfig),
+        created_by_run=created,
+        kept=keep or reuse,
+        disruptive_opt_in=KIND_OPT_IN,
+    )

@@ -1,0 +1,203 @@
+"""One cluster per run: provisioned once (the first process to ask), shared by every xdist worker, torn down once.
+
+:func:`acquire` runs under a file lock in the run's state directory. The first process provisions: kind cluster
+(or connection to an existing one), images loaded, stack installed or verified, fake GPUs, the suite's own
+objects; it saves :class:`~clusters.state.ClusterState` as soon as a kind cluster exists (so teardown applies
+even if a later step fails) and again, ``ready``, at the end. Every other process reads the state. A failure is
+written next to it, so other workers fail at once with the same message instead of provisioning again.
+
+:func:`release` runs in the main pytest process after every worker is done. It deletes a kind cluster only if
+this run created it and neither ``--keep-cluster`` nor ``--reuse-cluster`` applies; on an existing cluster it
+removes the stack-scope objects this run added and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock
+
+from clusters import commands, existing, gpus, kind
+from clusters.install import manifests
+from clusters.install.context import InstallContext
+from clusters.install.stack import in_parallel, install_stack, verify_stack
+from clusters.install.suite import apply_suite_objects, remove_suite_objects
+from clusters.state import ClusterState
+from fixtures import errors, progress
+from fixtures.kube import KubeApi
+
+if TYPE_CHECKING:
+    from fixtures.options import Settings
+    from fixtures.run import RunContext
+
+LOCK_FILE = "cluster.lock"
+FAILURE_FILE = "cluster.failed.json"
+RELEASED_FILE = "cluster.released"
+
+
+def _cluster_kube(kubeconfig: str, context: str | None) -> KubeApi:
+    from fixtures.kube import ClusterKube
+
+    return ClusterKube(kubeconfig, context)
+
+
+@dataclass
+class Toolbox:
+    """What provisioning uses to reach the world; the self-tests substitute fakes."""
+
+    runner: commands.Runner = commands.run
+    kube: Callable[[str, str | None], KubeApi] = _cluster_kube
+    kind_cluster: Callable[..., Any] | None = None  # pytest_kind.KindCluster
+    fetch: Callable[[str, float], str] = manifests.download
+    clients: list[KubeApi] = field(default_factory=list)
+
+    def client(self, kubeconfig: str, context: str | None) -> KubeApi:
+        kube = self.kube(kubeconfig, context)
+        self.clients.append(kube)
+        return kube
+
+    def close(self) -> None:
+        for kube in self.clients:
+            close = getattr(kube, "close", None)
+            if close:
+                close()
+        self.clients.clear()
+
+
+# ------------------------------------------------------------------------------------------------------ acquire
+def acquire(settings: Settings, run: RunContext, tools: Toolbox | None = None) -> ClusterState:
+    """The run's ready cluster: provisioned by the first process that asks, read by every other."""
+    tools = tools or Toolbox()
+    run.state_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(run.state_dir / LOCK_FILE)):
+        _raise_earlier_failure(run)
+        state = ClusterState.load(run.state_dir)
+        if state is not None and state.ready:
+            return state
+        try:
+            return _provision(settings, run, tools, state)
+        except BaseException as exc:
+            kind_name = "UsageError" if isinstance(exc, errors.UsageError) else type(exc).__name__
+            (run.state_dir / FAILURE_FILE).write_text(json.dumps({"type": kind_name, "message": str(exc)}))
+            raise
+        finally:
+            tools.close()
+
+
+def _raise_earlier_failure(run: RunContext) -> None:
+    path = run.state_dir / FAILURE_FILE
+    if not path.is_file():
+        return
+    failure = json.loads(path.read_text())
+    message = f"provisioning the cluster failed earlier in this run: {failure['message']}"
+    raise (errors.UsageError if failure["type"] == "UsageError" else errors.InfrastructureError)(message)
+
+
+def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: ClusterState | None) -> ClusterState:
+    if settings.cluster == "kind":
+        provider = _kind_provider(settings, run, tools, settings.kind_cluster_name)
+        adopt = previous is not None and previous.created_by_run and previous.name == settings.kind_cluster_name
+        state = kind.up(
+            settings.kind_cluster_name,
+            reuse=settings.reuse_cluster is not None or adopt,
+            keep=settings.keep_cluster,
+            topology=settings.topology,
+            node_image=settings.node_image,
+            state_dir=run.state_dir,
+            provider=provider,
+        )
+        if adopt:  # a previous attempt of this run created it (its process died): still this run's to delete
+            state = dataclasses.replace(state, created_by_run=True, kept=previous.kept)
+        state.save(run.state_dir)  # from here on, teardown applies whatever fails next
+        provider.load_images(settings.sources.load_images)
+        kube = tools.client(state.kubeconfig, state.context)
+    else:
+        state, kube = existing.connect(
+            settings.kubeconfig,
+            settings.context,
+            allow_disruptive=settings.allow_disruptive,
+            kube_factory=tools.client,
+        )
+        state.save(run.state_dir)  # teardown removes whatever suite objects get applied, even if a step fails
+    ctx = InstallContext(
+        settings=settings,
+        kube_factory=lambda: tools.client(state.kubeconfig, state.context),
+        runner=tools.runner,
+        fetch=tools.fetch,
+        kubeconfig=state.kubeconfig,
+        context=state.context,
+    )
+    steps: dict[str, Callable[[], Any]] = {"stack": lambda: (install_stack if settings.install else verify_stack)(ctx)}
+    if state.provider == "kind":
+        steps["fake GPUs"] = lambda: gpus.fake_gpus(
+            tools.client(state.kubeconfig, state.context), settings.topology, state.name, settings.timeouts
+        )
+    done = in_parallel(steps)
+    suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
+    stack = {
+        "combination": settings.combination.name,
+        "description": settings.combination.describe(),
+        "kubernetes": kube.server_version(),
+        "mode": "installed" if settings.install else "verified",
+        "components": done["stack"],
+        "suite_objects": suite_objects,
+    }
+    if state.provider == "kind":
+        stack.update(
+            topology=settings.topology.name, node_image=settings.node_image,
+            loaded_images=list(settings.sources.load_images),
+        )  # fmt: skip
+    ready = dataclasses.replace(state, gpus=done.get("fake GPUs", state.gpus), stack=stack, ready=True)
+    ready.save(run.state_dir)
+    progress.report(f"cluster {ready.name} ready: {settings.combination.describe()}; GPUs {_gpus(ready.gpus)}")
+    return ready
+
+
+def _gpus(layout: dict[str, int]) -> str:
+    return ", ".join(f"{name}={count}" for name, count in sorted(layout.items())) or "none"
+
+
+def _kind_provider(settings: Settings, run: RunContext, tools: Toolbox, name: str) -> kind.KindProvider:
+    return kind.KindProvider(
+        name, kind.kubeconfig_path(run.state_dir, name), settings.timeouts, tools.runner, tools.kind_cluster
+    )
+
+
+# ------------------------------------------------------------------------------------------------------ release
+def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -> None:
+    """End of run, main process only: delete what this run created, exactly once. Never raises."""
+    if not run.is_main or (run.state_dir / RELEASED_FILE).exists():
+        return
+    state = ClusterState.load(run.state_dir)
+    if state is None:
+        return
+    (run.state_dir / RELEASED_FILE).write_text(state.name)
+    tools = tools or Toolbox()
+    try:
+        if state.provider == "existing":
+            _remove_suite_objects(state, settings, run, tools)
+        elif state.created_by_run and not state.kept:
+            _kind_provider(settings, run, tools, state.name).delete()
+            progress.report(f"kind cluster {state.name} deleted")
+        else:
+            progress.report(
+                f"kept kind cluster {state.name} (kubeconfig {state.kubeconfig}); reuse it with --reuse-cluster "
+                f"{state.name}, delete it with `kind delete cluster --name {state.name}`"
+            )
+    except Exception as exc:  # teardown reports; raising here would hide the test results
+        progress.report(f"teardown of cluster {state.name} failed: {exc}")
+    finally:
+        tools.close()
+
+
+def _remove_suite_objects(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:
+    kube = tools.client(state.kubeconfig, state.context)
+    problems = remove_suite_objects(kube, run.run_id, settings.timeouts)
+    if problems:
+        progress.report("could not remove the suite's run-wide objects:\n  " + "\n  ".join(problems))
+    else:
+        progress.report(f"removed the suite's run-wide objects from cluster {state.name}")

@@ -1,0 +1,210 @@
+"""kind provider: generated config, creation through pytest-kind-ng's KindCluster with a fake `kind` on PATH,
+reuse, refusal to adopt a foreign cluster, and every failure message (no docker, kind missing, create fails)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clusters import kind, tools
+from clusters.catalog import load_topology
+from clusters.commands import CommandFailed
+from fixtures import errors
+from fixtures.waits import TimeoutPolicy
+from tests.fakes.commands import FakeKind, tools_on_path
+
+IMAGE = "kindest/node:v1.35.5@sha256:ce977ae6d65918d0b58a5f8b5e940429c2ce42fa3a5619ec2bbc60b949c0ac95"
+GPU_LABELS = {"nvidia.com/gpu.product": "KAI-Conformance-Fake-GPU", "nvidia.com/gpu.memory": "11441"}
+
+
+@pytest.fixture
+def fake_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKind:
+    monkeypatch.chdir(tmp_path)  # KindCluster keeps a working directory under the current one
+    tools_on_path(tmp_path / "bin", monkeypatch, names=())
+    monkeypatch.setattr(tools, "TOOLS_BIN", tmp_path / "no-tools")
+    return FakeKind.install(tmp_path / "bin", monkeypatch)
+
+
+def provider(tmp_path: Path, name: str = "kc-test") -> kind.KindProvider:
+    return kind.KindProvider(name, kind.kubeconfig_path(tmp_path, name), TimeoutPolicy(0.1))
+
+
+def up(tmp_path: Path, *, reuse: bool = False, keep: bool = False, name: str = "kc-test"):
+    return kind.up(name, reuse=reuse, keep=keep, topology=load_topology("pr-gate"), node_image=IMAGE,
+                   state_dir=tmp_path, provider=provider(tmp_path, name))  # fmt: skip
+
+
+def test_kind_config_has_pinned_image_topology_labels_and_worker_indexes() -> None:
+    config = kind.kind_config(load_topology("pr-gate"), IMAGE)
+
+    def worker(i):
+        return {
+            "role": "worker",
+            "image": IMAGE,
+            "labels": {**GPU_LABELS, "kai-conformance/worker-index": str(i)},
+        }
+
+    assert config == {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "nodes": [{"role": "control-plane", "image": IMAGE}, worker(0), worker(1), worker(2)],
+    }
+    release = kind.kind_config(load_topology("release"), IMAGE)
+    assert [n.get("labels", {}).get("kai-conformance/worker-index") for n in release["nodes"]] == [
+        None, "0", "1", "2", "3", "4",
+    ]  # fmt: skip
+    assert release["nodes"][-1]["labels"] == {"kai-conformance/worker-index": "4"}  # the CPU-only worker
+
+
+def test_rendered_config_text_is_exact() -> None:
+    text = kind.render_config(load_topology("pr-gate"), IMAGE)
+    assert text.startswith(
+        "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n"
+        f"  image: {IMAGE}\n- role: worker\n  image: {IMAGE}\n  labels:\n"
+        "    nvidia.com/gpu.product: KAI-Conformance-Fake-GPU\n    nvidia.com/gpu.memory: '11441'\n"
+        "    kai-conformance/worker-index: '0'\n"
+    )
+    assert yaml.safe_load(text) == kind.kind_config(load_topology("pr-gate"), IMAGE)
+
+
+def test_topology_kind_section_is_merged_at_the_top(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("nodes: [{role: control-plane}, {role: worker, gpus: 2}]\nkind: {networking: {ipFamily: ipv4}}\n")
+    config = kind.kind_config(load_topology(str(path)), IMAGE)
+    assert config["networking"] == {"ipFamily": "ipv4"}
+    assert list(config) == ["kind", "apiVersion", "networking", "nodes"]
+
+
+@pytest.mark.parametrize(
+    ("label", "message"),
+    [
+        ("node-role.kubernetes.io/gpu-worker", "kubelet refuses in --node-labels"),
+        ("kubernetes.io/role", "kubelet refuses in --node-labels"),
+        ("foo.k8s.io/x", "kubelet refuses in --node-labels"),
+        ("kai-conformance/worker-index", "is set by the suite on every worker"),
+        ("bad key/x", "not a valid label key"),
+    ],
+)
+def test_topology_rejects_labels_kind_cannot_set(tmp_path: Path, label: str, message: str) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({"nodes": [{"role": "control-plane"}, {"role": "worker", "labels": {label: "x"}}]}))
+    with pytest.raises(errors.UsageError, match=message):
+        load_topology(str(path))
+
+
+@pytest.mark.parametrize("label", ["node.kubernetes.io/pool", "kubernetes.io/os", "topology.kubernetes.io/zone",
+                                   "nvidia.com/gpu.product", "example.com/role"])  # fmt: skip
+def test_topology_accepts_labels_kubelet_allows(tmp_path: Path, label: str) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({"nodes": [{"role": "control-plane"}, {"role": "worker", "labels": {label: "x"}}]}))
+    assert load_topology(str(path)).workers[0].labels == {label: "x"}
+
+
+def test_topology_kind_section_may_not_set_nodes(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("nodes: [{role: control-plane}]\nkind: {nodes: []}\n")
+    with pytest.raises(errors.UsageError, match=r"may not set \['nodes'\]"):
+        load_topology(str(path))
+
+
+def test_up_creates_the_cluster_through_kindcluster_with_the_generated_config(
+    fake_kind: FakeKind, tmp_path: Path
+) -> None:
+    state = up(tmp_path)
+    kubeconfig = str(kind.kubeconfig_path(tmp_path, "kc-test"))
+    assert fake_kind.calls("create") == [
+        [
+            "create",
+            "cluster",
+            "--name=kc-test",
+            f"--kubeconfig={kubeconfig}",
+            "--config",
+            str(tmp_path / "kind-kc-test.yaml"),
+        ]
+    ]
+    assert fake_kind.state["configs"] == [kind.render_config(load_topology("pr-gate"), IMAGE)]
+    assert "current-context: kind-kc-test" in Path(kubeconfig).read_text()
+    assert (state.provider, state.name, state.kubeconfig) == ("kind", "kc-test", kubeconfig)
+    assert state.created_by_run
+    assert not state.kept
+    assert state.disruptive_opt_in == kind.KIND_OPT_IN
+
+
+def test_a_cluster_of_that_name_is_never_adopted_without_reuse(fake_kind: FakeKind, tmp_path: Path) -> None:
+    fake_kind.update(clusters=["kc-test"])
+    with pytest.raises(
+        errors.UsageError, match=r"already exists and this run did not create it; pass --reuse-cluster kc-test"
+    ):
+        up(tmp_path)
+    assert fake_kind.calls("create") == []
+    assert fake_kind.calls("delete") == []
+
+
+def test_reuse_uses_the_existing_cluster_and_marks_it_kept(fake_kind: FakeKind, tmp_path: Path) -> None:
+    fake_kind.update(clusters=["kc-test"])
+    state = up(tmp_path, reuse=True)
+    assert not state.created_by_run
+    assert state.kept
+    assert fake_kind.calls("create") == []
+    assert fake_kind.calls("get", "kubeconfig") == [["get", "kubeconfig", "--name", "kc-test"]]
+    assert "kind-kc-test" in Path(state.kubeconfig).read_text()
+
+
+def test_reuse_creates_the_cluster_when_absent_and_still_keeps_it(fake_kind: FakeKind, tmp_path: Path) -> None:
+    state = up(tmp_path, reuse=True)
+    assert state.created_by_run
+    assert state.kept
+    assert len(fake_kind.calls("create")) == 1
+
+
+def test_create_failure_quotes_kind_and_removes_what_it_left(fake_kind: FakeKind, tmp_path: Path) -> None:
+    fake_kind.update(fail={"create cluster": "ERROR: failed to create cluster: could not find a log line that matches"})
+    with pytest.raises(CommandFailed) as caught:
+        up(tmp_path)
+    message = str(caught.value)
+    assert "`kind create cluster --name=kc-test" in message
+    assert "failed (exit 1) while creating kind cluster kc-test" in message
+    assert "ERROR: failed to create cluster: could not find a log line that matches" in message
+    assert "fix: check that Docker runs" in message
+    assert "max_user_watches" in message
+    assert fake_kind.calls("delete") == [["delete", "cluster", "--name", "kc-test"]]
+
+
+def test_no_docker_engine_is_named_with_its_fix(fake_kind: FakeKind, tmp_path: Path) -> None:
+    fake_kind.update(fail={"get clusters": 'ERROR: failed to list clusters: command "docker ps -a" failed'})
+    with pytest.raises(CommandFailed) as caught:
+        up(tmp_path)
+    assert str(caught.value) == (
+        '`kind get clusters` failed (exit 1):\n  ERROR: failed to list clusters: command "docker ps -a" failed\n'
+        "fix: kind needs a running Docker engine: start Docker and make sure `docker info` succeeds"
+    )
+
+
+def test_kind_missing_names_the_fetch_command(fake_kind: FakeKind, tmp_path: Path) -> None:
+    (fake_kind.bin_dir / "kind").unlink()
+    with pytest.raises(errors.UsageError, match=r"kind is not on PATH; fix: python scripts/fetch_tools.py kind"):
+        up(tmp_path)
+
+
+def test_images_are_loaded_and_a_missing_image_is_named(fake_kind: FakeKind, tmp_path: Path) -> None:
+    up(tmp_path)
+    fake_kind.update(missing_images=["localhost/kai/admission:pr-1"])
+    p = provider(tmp_path)
+    p.load_images(("localhost/kai/operator:pr-1",))
+    assert fake_kind.state["loaded"] == ["localhost/kai/operator:pr-1"]
+    assert fake_kind.calls("load") == [["load", "docker-image", "--name", "kc-test", "localhost/kai/operator:pr-1"]]
+    with pytest.raises(
+        CommandFailed, match=r"(?s)not present locally.*docker image inspect localhost/kai/admission:pr-1"
+    ):
+        p.load_images(("localhost/kai/admission:pr-1",))
+
+
+def test_delete_runs_kind_delete_with_the_kubeconfig(fake_kind: FakeKind, tmp_path: Path) -> None:
+    up(tmp_path)
+    provider(tmp_path).delete()
+    assert fake_kind.calls("delete") == [
+        ["delete", "cluster", "--name=kc-test", f"--kubeconfig={kind.kubeconfig_path(tmp_path, 'kc-test')}"]
+    ]
+    assert fake_kind.state["clusters"] == []

@@ -1,0 +1,276 @@
+"""Scheduling guard: serial cases alone (with writer preference), GPU leases all-or-nothing, locks freed when a
+worker dies, and the refusal of disruptive cases on existing clusters without opt-in."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from clusters.existing import OPT_IN_COMMAND
+from clusters.layout import GpuLayout, GpuNode
+from clusters.state import ClusterState
+from fixtures import errors, kinds
+from fixtures.scheduling import CaseGate, FileLockSlot, case_guard, gpu_demand, gpu_lease, refusal
+from fixtures.waits import TimeoutPolicy
+
+pytestmark = pytest.mark.usefixtures("fast_polling")
+
+PATIENT = TimeoutPolicy(scale=0.005)  # lease budget 4.5 s: long enough for the other thread to let go
+EXPIRING = TimeoutPolicy(scale=0.00003)  # lease budget 27 ms
+
+
+def in_thread(action) -> threading.Thread:
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_ordinary_cases_share_and_a_serial_case_waits_for_them(tmp_path: Path) -> None:
+    gate = CaseGate(tmp_path, PATIENT)
+    events: list[str] = []
+    release_readers = threading.Event()
+
+    def reader(name: str) -> None:
+        with gate.hold(exclusive=False, what=name):
+            events.append(f"{name} in")
+            release_readers.wait(5)
+            events.append(f"{name} out")
+
+    readers = [in_thread(lambda n=n: reader(n)) for n in ("r1", "r2")]
+    while events.count("r1 in") + events.count("r2 in") < 2:
+        time.sleep(0.005)  # test choreography: both readers inside at once proves sharing
+
+    def writer() -> None:
+        with gate.hold(exclusive=True, what="serial"):
+            events.append("serial in")
+            events.append("serial out")
+
+    writing = in_thread(writer)
+    time.sleep(0.05)
+    assert "serial in" not in events
+    release_readers.set()
+    for thread in (*readers, writing):
+        thread.join(5)
+    assert events.index("serial in") > max(events.index("r1 out"), events.index("r2 out"))
+
+
+def test_a_waiting_serial_case_stops_new_cases_from_starting(tmp_path: Path) -> None:
+    gate = CaseGate(tmp_path, PATIENT)
+    events: list[str] = []
+    first_out = threading.Event()
+
+    def first_reader() -> None:
+        with gate.hold(exclusive=False, what="r1"):
+            events.append("r1 in")
+            first_out.wait(5)
+        events.append("r1 out")
+
+    def writer() -> None:
+        with gate.hold(exclusive=True, what="serial"):
+            events.append("serial in")
+        events.append("serial out")
+
+    def late_reader() -> None:
+        with gate.hold(exclusive=False, what="r2"):
+            events.append("r2 in")
+
+    threads = [in_thread(first_reader)]
+    while "r1 in" not in events:
+        time.sleep(0.005)
+    threads.append(in_thread(writer))
+    time.sleep(0.05)  # the serial case now waits, holding the turnstile
+    threads.append(in_thread(late_reader))
+    time.sleep(0.05)
+    assert "r2 in" not in events
+    first_out.set()
+    for thread in threads:
+        thread.join(5)
+    assert events.index("serial in") < events.index("r2 in")
+
+
+def test_waiting_too_long_for_the_cluster_is_an_infrastructure_timeout(tmp_path: Path) -> None:
+    holder = CaseGate(tmp_path, PATIENT)
+    waiting = CaseGate(tmp_path, EXPIRING)
+    with (
+        holder.hold(exclusive=True, what="serial"),
+        pytest.raises(errors.WaitTimeout) as caught,
+        waiting.hold(exclusive=False, what="tests/x.py::test_y"),
+    ):
+        pass
+    assert "tests/x.py::test_y (beside other cases): not reached" in str(caught.value)
+    assert "last observed: a serial case uses the cluster" in str(caught.value)
+
+
+def test_gpu_leases_never_exceed_the_cluster(tmp_path: Path) -> None:
+    events: list[str] = []
+    done = threading.Event()
+
+    def big() -> None:
+        with gpu_lease(tmp_path, 3, 4, PATIENT, "big"):
+            events.append("big in")
+            done.wait(5)
+        events.append("big out")
+
+    def second() -> None:
+        with gpu_lease(tmp_path, 2, 4, PATIENT, "second"):
+            events.append("second in")
+
+    threads = [in_thread(big)]
+    while "big in" not in events:
+        time.sleep(0.005)
+    threads.append(in_thread(second))
+    time.sleep(0.05)
+    assert "second in" not in events
+    with gpu_lease(tmp_path, 1, 4, EXPIRING, "small"):  # the one free GPU is still there: nothing held partially
+        events.append("small in")
+    done.set()
+    for thread in threads:
+        thread.join(5)
+    assert events.index("second in") > events.index("big out")
+
+
+def test_a_lease_that_never_comes_names_what_is_free(tmp_path: Path) -> None:
+    with (
+        gpu_lease(tmp_path, 3, 4, PATIENT, "holder"),
+        pytest.raises(errors.WaitTimeout) as caught,
+        gpu_lease(tmp_path, 2, 4, EXPIRING, "tests/x.py::test_gang"),
+    ):
+        pass
+    assert "tests/x.py::test_gang (needs 2 of 4 GPUs): not reached" in str(caught.value)
+    assert "1 of the 2 GPUs it needs are free" in str(caught.value)
+
+
+def test_a_dead_workers_lock_is_released_by_the_os(tmp_path: Path) -> None:
+    lock = tmp_path / "cases.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-S", "-c", f"import fcntl,sys,time; f=open({str(lock)!r},'w'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert not FileLockSlot(lock).try_acquire(exclusive=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    slot = FileLockSlot(lock)
+    assert slot.try_acquire(exclusive=True)
+    slot.release()
+
+
+def state(provider: str, opt_in: str = "") -> ClusterState:
+    return ClusterState(provider, "prod", "/k", disruptive_opt_in=opt_in)
+
+
+def test_disruptive_cases_are_refused_on_existing_clusters_without_opt_in() -> None:
+    reason = refusal({"disruptive", "preemption"}, state("existing"))
+    assert reason == (
+        "disruptive case refused on existing cluster prod: it evicts running workloads and fills every GPU. To allow "
+        f"it, pass --allow-disruptive, or opt the cluster in once: {OPT_IN_COMMAND}"
+    )
+    assert OPT_IN_COMMAND == "kubectl label namespace kube-system kai-conformance/allow-disruptive=true"
+    assert refusal({"disruptive"}, state("existing", "--allow-disruptive")) is None
+    assert refusal({"serial"}, state("existing")) is None
+    assert refusal({"disruptive"}, state("kind", "kind cluster made for testing")) is None
+
+
+def test_gpu_demand_comes_from_the_case_object() -> None:
+    class Gang:
+        def manifests(self, ctx):
+            return []
+
+        def gpu_demand(self, layout: GpuLayout) -> int:
+            return layout.max_per_node + 1
+
+    layout = GpuLayout((GpuNode("a", 4), GpuNode("b", 4)))
+    item = SimpleNamespace(callspec=SimpleNamespace(params={"case": Gang()}))
+    assert gpu_demand(item, layout) == 5  # type: ignore[arg-type]
+    assert gpu_demand(SimpleNamespace(callspec=None), layout) == 0  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------ the per-case guard
+class Request:
+    """What case_guard reads from pytest's request: config (suite mode), the item, and fixture values."""
+
+    def __init__(self, tmp_path: Path, state: ClusterState, markers: tuple[str, ...], fixtures: dict,
+                 case: object = None) -> None:  # fmt: skip
+        from fixtures.plugin import SUITE_MODE
+
+        self.config = SimpleNamespace(stash=pytest.Stash())
+        self.config.stash[SUITE_MODE] = True
+        self.fixturenames = ["cluster", "workspace"]
+        self.node = SimpleNamespace(
+            nodeid="suites/test_x.py::test_case",
+            iter_markers=lambda: [SimpleNamespace(name=m) for m in markers],
+            callspec=SimpleNamespace(params={"case": case} if case else {}),
+        )
+        self.values = {"cluster": state, "run": SimpleNamespace(state_dir=tmp_path), **fixtures}
+
+    def getfixturevalue(self, name: str) -> object:
+        return self.values[name]
+
+
+@pytest.fixture
+def guarded(tmp_path: Path, fake):
+    from clusters.catalog import load_topology
+    from tests.fakes.installation import SimulatedStack, make_settings
+
+    SimulatedStack(fake).add_workers(3)
+    for node in fake.objects(kinds.NODE):
+        node["status"]["capacity"]["nvidia.com/gpu"] = "4"
+        fake.put(node)
+    settings = make_settings(tmp_path, timeouts=PATIENT, topology=load_topology("pr-gate"))
+    layout = GpuLayout(tuple(GpuNode(n["metadata"]["name"], 4) for n in fake.objects(kinds.NODE)))
+    return {"settings": settings, "gpu_layout": layout, "kube": fake}
+
+
+def test_guard_is_inert_outside_suite_mode(tmp_path: Path) -> None:
+    request = Request(tmp_path, state("kind"), (), {})
+    request.config.stash = pytest.Stash()
+    request.config.args = ["tests"]  # not under suites/: the plugin is inert
+    with case_guard(request):  # type: ignore[arg-type]
+        pass
+    assert not (tmp_path / "locks").exists()
+
+
+def test_guard_checks_the_fake_gpus_on_kind_under_a_shared_lock(tmp_path: Path, guarded, fake) -> None:
+    fake.calls.clear()
+    neighbour = CaseGate(tmp_path / "locks", EXPIRING).hold(exclusive=False, what="neighbour")
+    with case_guard(Request(tmp_path, state("kind", "kind"), ("gang",), guarded)), neighbour:  # type: ignore[arg-type]
+        pass  # an ordinary neighbour got in beside it
+    assert [c.operation for c in fake.calls] == ["list"]
+
+
+def test_guard_runs_serial_cases_alone(tmp_path: Path, guarded) -> None:
+    with (
+        case_guard(Request(tmp_path, state("kind", "kind"), ("serial",), guarded)),  # type: ignore[arg-type]
+        pytest.raises(errors.WaitTimeout),
+        CaseGate(tmp_path / "locks", EXPIRING).hold(exclusive=False, what="neighbour"),
+    ):
+        pass
+
+
+def test_guard_skips_refused_and_oversized_cases(tmp_path: Path, guarded) -> None:
+    refused = Request(tmp_path, state("existing"), ("disruptive",), guarded)
+    with (
+        pytest.raises(pytest.skip.Exception, match="disruptive case refused on existing cluster prod"),
+        case_guard(refused),
+    ):  # type: ignore[arg-type]
+        pass
+
+    class Greedy:
+        def manifests(self, ctx):
+            return []
+
+        def gpu_demand(self, layout: GpuLayout) -> int:
+            return layout.total + 1
+
+    request = Request(tmp_path, state("existing"), (), guarded, case=Greedy())
+    with pytest.raises(pytest.skip.Exception, match="needs 13 GPUs at once; cluster prod has 12"), case_guard(request):  # type: ignore[arg-type]
+        pass
