@@ -1,11 +1,14 @@
-"""Shared fixtures of the self-tests: the fake API, a fast timeout policy, a frozen clock."""
+"""Shared fixtures of the self-tests: the fake API, fast timeouts and polling, the upstream CRD schemas."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from fixtures import waits
 from fixtures.waits import TimeoutPolicy
+from tests import crd_schemas
 from tests.fakes.kube import FakeKube
 
 
@@ -24,3 +27,15 @@ def fast_timeouts() -> TimeoutPolicy:
 def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     """Waits poll every 10 ms instead of 250 ms: tests of retries and timeouts take milliseconds."""
     monkeypatch.setattr(waits, "POLL_INTERVAL", 0.01)
+
+
+@pytest.fixture(scope="session")
+def schema_root() -> Path:
+    """Where the upstream CRD schemas are; skips (fails under KAI_CONFORMANCE_REQUIRE_CRDS=1) when there are none."""
+    root = crd_schemas.crds_root()
+    if root is None or not root.is_dir():
+        reason = f"no upstream CRD schemas found ({crd_schemas.FETCH_HINT})"
+        if crd_schemas.schemas_required():
+            pytest.fail(f"{crd_schemas.REQUIRE_ENV}=1 but {reason}")
+        pytest.skip(reason)
+    return root

@@ -43,17 +43,6 @@ def rendered(entry: SuiteCase, combination, layout: GpuLayout) -> list[dict]:
     return [prepare(obj, "render", f"suites/{entry.test}", namespace) for obj in entry.case.manifests(ctx)]
 
 
-@pytest.fixture(scope="module")
-def schema_root() -> Path:
-    root = crd_schemas.crds_root()
-    if root is None or not root.is_dir():
-        reason = f"no upstream CRD schemas found ({crd_schemas.FETCH_HINT})"
-        if crd_schemas.schemas_required():
-            pytest.fail(f"{crd_schemas.REQUIRE_ENV}=1 but {reason}")
-        pytest.skip(reason)
-    return root
-
-
 def load_schemas(combination, root: Path) -> crd_schemas.SchemaSet:
     try:
         return crd_schemas.schemas_for(combination, root)
