@@ -41,10 +41,11 @@ from suites.support.timing import settle
 
 pytestmark = pytest.mark.preemption  # every case is also serial and disruptive (see its marks)
 
+# The PR-gate selection (-m "not slow") keeps one case per behaviour; the slow ones are its longer variants.
 PREEMPTION = [
     PreemptionCase("train", "build"),
-    PreemptionCase("train", "inference"),
-    PreemptionCase("train", "build", GpuSize.WHOLE_NODE),
+    PreemptionCase("train", "inference", slow=True),
+    PreemptionCase("train", "build", GpuSize.WHOLE_NODE, slow=True),
     PreemptionCase("train", "train"),
     PreemptionCase("build", "inference"),
 ]

@@ -52,6 +52,7 @@ from suites.support.workloads import (
 Manifest = dict[str, Any]
 SERIAL = pytest.mark.serial
 DISRUPTIVE = pytest.mark.disruptive
+SLOW = pytest.mark.slow
 
 
 def param(case: Any) -> Any:
@@ -92,13 +93,17 @@ def _job(ctx: RenderContext, name: str, pods: int, gpus: int, queue_role: str, *
 
 
 class WholeCluster:
-    """A case that at some point holds every GPU (it fills the cluster, evicts or reclaims): serial, disruptive."""
+    """A case that at some point holds every GPU (it fills the cluster, evicts or reclaims): serial, disruptive.
+
+    A subclass with a true ``slow`` field is also ``slow``: a long variant of a behaviour that a quicker case of the
+    PR-gate selection (``-m "not slow"``) already covers.
+    """
 
     def gpu_demand(self, layout: GpuLayout) -> int:
         return layout.total
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SERIAL, DISRUPTIVE)
+        return (SERIAL, DISRUPTIVE, SLOW) if getattr(self, "slow", False) else (SERIAL, DISRUPTIVE)
 
 
 class SideBySide:
@@ -445,6 +450,7 @@ class PreemptionCase(WholeCluster):
     victim_priority: str
     newcomer_priority: str
     gpus: GpuSize = GpuSize.ONE
+    slow: bool = False
 
     @property
     def id(self) -> str:
