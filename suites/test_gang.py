@@ -83,12 +83,10 @@ def test_a_gang_that_fits_is_bound_together(
 
     gang = observer.workload(case.workload, pods)
     gang.visible(timeouts("schedule"))
-    snap, bound = gang.until(
-        lambda s: gang_fully_bound(s, pods),
+    snap, bound = gang.bound(
         what=f"[{expect.kai.name}] all {case.shape.describe(ctx.layout)} of the gang bound",
         timeout=timeouts("schedule"),
         guard=never_partial_for_long(gang, timeouts),
-        events=True,
     )
     record.verdict(bound)
     assert_bound_together(gang, snap, timeouts, record, expect)
@@ -154,11 +152,9 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
     blocker_job = workspace.apply(case.blocker(ctx))
     blocker = observer.workload("blocker", blocker_pods)
     blocker.visible(timeouts("schedule"))
-    blocker.until(
-        lambda s: gang_fully_bound(s, blocker_pods),
+    blocker.bound(
         what=f"[{expect.kai.name}] the blocker's {blocker_pods} pods of {gpus} GPU(s) bound",
         timeout=timeouts("schedule"),
-        events=True,
     )
 
     workspace.apply(case.waiting_gang(ctx))
@@ -172,12 +168,10 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
     record.verdict(held)
 
     workspace.delete(blocker_job)
-    snap, bound = gang.until(
-        lambda s: gang_fully_bound(s, gang_pods),
+    snap, bound = gang.bound(
         what=f"[{expect.kai.name}] the gang of {gang_pods} bound once the blocker is gone",
         timeout=timeouts("schedule"),
         guard=never_partial_for_long(gang, timeouts),
-        events=True,
     )
     record.verdict(bound)
     assert_bound_together(gang, snap, timeouts, record, expect)

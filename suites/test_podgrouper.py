@@ -30,7 +30,6 @@ from suites.support.detectors import (
     access_granted,
     all_of,
     collected,
-    gang_fully_bound,
     ownership_chain,
     podgroup_shape,
     pods_grouped,
@@ -108,11 +107,9 @@ def test_the_podgroup_has_the_shape_of_its_version(
         owners=True,
     )
     record.verdict(shaped)
-    _, bound = job.until(
-        lambda s: gang_fully_bound(s, case.total_pods),
+    _, bound = job.bound(
         what=f"[{expect.kai.name}] all {case.total_pods} pods of {case.id} bound",
         timeout=timeouts("schedule"),
-        events=True,
     )
     record.verdict(bound)
 
@@ -132,7 +129,7 @@ def test_deleting_the_trainjob_collects_everything(
     objs = workspace.apply_all(case.manifests(ctx))
     job = observer.workload("owned", case.total_pods)
     job.visible(timeouts("schedule"))
-    job.until(lambda s: gang_fully_bound(s, case.total_pods), what="TrainJob owned bound", timeout=timeouts("schedule"))
+    job.bound(what="TrainJob owned bound", timeout=timeouts("schedule"))
 
     workspace.delete(objs[-1])
     before = observer.clock()
@@ -185,17 +182,13 @@ def test_a_depends_on_runtime_is_scheduled(
     nodes = observer.workload("owned", case.pods)
     nodes.visible(timeouts("schedule"))
     # The hold bounds "never happens"; a gang KAI will place is placed well within it once visible.
-    _, bound = nodes.until(
-        lambda s: gang_fully_bound(s, case.pods),
+    _, bound = nodes.bound(
         what=f"[{expect.kai.name}] the {case.pods} node pods bound before the launcher exists",
         timeout=timeouts.hold,
-        events=True,
     )
     record.verdict(bound)
-    _, everything = observer.workload("owned", case.total_pods).until(
-        lambda s: gang_fully_bound(s, case.total_pods),
+    _, everything = observer.workload("owned", case.total_pods).bound(
         what=f"[{expect.kai.name}] the launcher created once the nodes are Ready, and bound",
         timeout=timeouts("schedule"),
-        events=True,
     )
     record.verdict(everything)

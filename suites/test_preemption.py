@@ -70,9 +70,7 @@ def test_a_higher_priority_newcomer_evicts_the_whole_victim_gang(
     workspace.apply(case.queue(ctx))
     victim = start_filling_gang(workspace, observer, case.victim(ctx), "victim", victim_pods, timeouts, expect)
 
-    workspace.apply(case.newcomer(ctx))
-    newcomer = observer.workload("newcomer", newcomer_pods)
-    newcomer.visible(timeouts("schedule"))
+    newcomer = bring(workspace, observer, case.newcomer(ctx), "newcomer", newcomer_pods, timeouts)
     assert_evicted_whole(observer, victim, newcomer, "preempt", timeouts, record, expect)
 
 
@@ -92,9 +90,7 @@ def test_no_preemption_without_a_preemptible_lower_priority_victim(
     workspace.apply(case.queue(ctx))
     victim = start_filling_gang(workspace, observer, case.victim(ctx), "victim", victim_pods, timeouts, expect)
 
-    workspace.apply(case.newcomer(ctx))
-    newcomer = observer.workload("newcomer", newcomer_pods)
-    newcomer.visible(timeouts("schedule"))
+    newcomer = bring(workspace, observer, case.newcomer(ctx), "newcomer", newcomer_pods, timeouts)
     assert_undisturbed(observer, victim, newcomer, timeouts, record, expect)
 
 
@@ -115,9 +111,7 @@ def test_reclaim_takes_back_only_what_a_queue_borrowed(
     workspace.apply_all(case.queues(ctx))
     holder = start_filling_gang(workspace, observer, case.holder(ctx), "holder", holder_pods, timeouts, expect)
 
-    workspace.apply(case.claimer(ctx))
-    claimer = observer.workload("claimer", claimer_pods)
-    claimer.visible(timeouts("schedule"))
+    claimer = bring(workspace, observer, case.claimer(ctx), "claimer", claimer_pods, timeouts)
     if case.borrowing:
         assert_evicted_whole(observer, holder, claimer, "reclaim", timeouts, record, expect)
     else:
@@ -125,6 +119,16 @@ def test_reclaim_takes_back_only_what_a_queue_borrowed(
 
 
 # ------------------------------------------------------------------------------------------------- shared steps
+def bring(
+    workspace: Workspace, observer: Observer, trainjob: dict, name: str, pods: int, timeouts: TimeoutPolicy
+) -> Workload:
+    """Apply a TrainJob and wait until KAI sees all of it (its pods and PodGroup exist)."""
+    workspace.apply(trainjob)
+    gang = observer.workload(name, pods)
+    gang.visible(timeouts("schedule"))
+    return gang
+
+
 def start_filling_gang(
     workspace: Workspace,
     observer: Observer,
@@ -135,14 +139,10 @@ def start_filling_gang(
     expect: Expectations,
 ) -> Workload:
     """Apply the first gang and wait until all of it is bound."""
-    workspace.apply(trainjob)
-    gang = observer.workload(name, pods)
-    gang.visible(timeouts("schedule"))
-    gang.until(
-        lambda s: gang_fully_bound(s, pods),
+    gang = bring(workspace, observer, trainjob, name, pods, timeouts)
+    gang.bound(
         what=f"[{expect.kai.name}] the first gang ({name}, {pods} pods) bound",
         timeout=timeouts("schedule"),
-        events=True,
     )
     return gang
 

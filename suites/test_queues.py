@@ -153,11 +153,9 @@ def test_a_hierarchical_queue_limit_admits_up_to_the_limit(
     job = observer.workload("hier", case.pods)
     job.visible(timeouts("schedule"))
     if not case.over:
-        _, bound = job.until(
-            lambda s: gang_fully_bound(s, case.pods),
+        _, bound = job.bound(
             what=f"[{expect.kai.name}] {case.pods} GPUs within the {case.limited}'s limit of {case.limit} bound",
             timeout=timeouts("schedule"),
-            events=True,
         )
         record.verdict(bound)
         return
@@ -205,11 +203,9 @@ def test_the_queue_does_not_move_after_creation(
     kube.patch(kinds.TRAIN_JOB, "mover", relabel, namespace=ctx.namespace)
     job.until(pods_gone, what="TrainJob mover suspended: its pods deleted", timeout=timeouts("gc"))
     kube.patch(kinds.TRAIN_JOB, "mover", {"spec": {"suspend": False}}, namespace=ctx.namespace)
-    job.until(
-        lambda s: gang_fully_bound(s, 1),
+    job.bound(
         what=f"[{expect.kai.name}] TrainJob mover resumed and bound again",
         timeout=timeouts("schedule"),
-        events=True,
     )
     snap, kept = job.holds(
         lambda s: podgroup_queue(s, first),

@@ -17,7 +17,7 @@ from fixtures import kinds
 from fixtures.kube import KubeApi
 from fixtures.waits import POLL_INTERVAL, ConditionNotMet, ConditionViolated, Observation, consistently, eventually
 from reports.records import PodTimes
-from suites.support.detectors import Verdict
+from suites.support.detectors import Verdict, gang_fully_bound
 from suites.support.snapshot import (
     Snapshot,
     bound_at,
@@ -197,6 +197,11 @@ class Workload:
     def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
         snap, verdict = self.observer.settle(self.narrow(check), what=what, timeout=timeout, **kwargs)
         return snap.of(self.name), verdict
+
+    def bound(self, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        """Wait until every pod of the workload is bound (events are fetched, so a failure quotes KAI's account)."""
+        kwargs.setdefault("events", True)
+        return self.until(lambda s: gang_fully_bound(s, self.size), what=what, timeout=timeout, **kwargs)
 
     def visible(self, timeout: float, *, kai: bool = True) -> Snapshot:
         """Wait until all its pods exist and (``kai``) KAI's podgrouper has made its PodGroup: from then on the
