@@ -35,10 +35,6 @@ class GpuLayout:
     def max_per_node(self) -> int:
         return max((n.gpus for n in self.nodes), default=0)
 
-    @property
-    def min_per_gpu_node(self) -> int:
-        return min((n.gpus for n in self.gpu_nodes), default=0)
-
     def by_name(self) -> dict[str, int]:
         return {n.name: n.gpus for n in self.nodes}
 

@@ -250,14 +250,25 @@ def test_collected_lists_what_is_left() -> None:
     assert "Pod p" in verdict.explanation
 
 
+def watch_over(history: list, size: int, grace: float):
+    """The watch's verdict after the last snapshot, or at the first violation."""
+    watch = d.PartialGangWatch(size, grace)
+    verdict = None
+    for observed in history:
+        verdict = watch.observe(observed)
+        if not verdict.ok:
+            break
+    return verdict
+
+
 def test_partial_gang_watch_tolerates_a_moment_but_not_a_persistent_partial_gang() -> None:
     whole, partial, none = b.gang(4, bound=4), b.gang(4, bound=2), b.gang(4, bound=0)
     brief = [snap(*whole, taken_at=T0), snap(*partial, taken_at=T0 + 1), snap(*none, taken_at=T0 + 2)]
-    verdict = d.gang_never_partial(brief, 4, grace=5)
+    verdict = watch_over(brief, 4, grace=5)
     assert verdict.ok
     assert "longest partial moment at most 1.0s" in verdict.explanation
     stuck = [snap(*partial, taken_at=T0 + t) for t in range(8)]
-    verdict = d.gang_never_partial(stuck, 4, grace=5)
+    verdict = watch_over(stuck, 4, grace=5)
     assert not verdict.ok
     assert "gang violated: 2 of 4 pods bound" in verdict.explanation
     assert "for 6.0s" in verdict.explanation

@@ -160,11 +160,13 @@ def test_a_missing_queue_is_reported(flow) -> None:
 def test_hierarchical_limits(flow, case) -> None:
     h = flow()
     test_queues.test_a_hierarchical_queue_limit_admits_up_to_the_limit(case, **h.args())
+    assert [v.ok for v in h.record.record.verdicts] == [True] * len(h.record.record.verdicts) != []
 
 
 def test_the_queue_stays_after_regrouping(flow) -> None:
     h = flow()
     test_queues.test_the_queue_does_not_move_after_creation(test_queues.QueueMoveCase(), kube=h.fake, **h.args())
+    assert [v.ok for v in h.record.record.verdicts] == [True] * len(h.record.record.verdicts) != []
 
 
 def test_a_podgrouper_moving_the_queue_is_caught(flow) -> None:

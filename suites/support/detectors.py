@@ -490,17 +490,6 @@ class PartialGangWatch:
         )
 
 
-def gang_never_partial(history: Sequence[Snapshot], size: int, grace: float) -> Verdict:
-    """Over a sequence of snapshots: the gang was never left partially bound for longer than ``grace``."""
-    watch = PartialGangWatch(size, grace)
-    verdict = Verdict("gang-never-partial", True, "no observation")
-    for snap in history:
-        verdict = watch.observe(snap)
-        if not verdict.ok:
-            return verdict
-    return verdict
-
-
 # -------------------------------------------------------------------------------------------- labels, RBAC
 @dataclass(frozen=True)
 class Arrival:

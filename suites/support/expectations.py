@@ -106,11 +106,6 @@ class KaiRow:
     flat_min_member: FlatMinMember | None
     #: Honours ``kai.scheduler/batch-min-member`` on the JobSet (v0.14.1+ per KAI §1.2 c586e27a; v0.16+ caps the root).
     min_member_annotation: bool
-    #: Pods carry ``kai.scheduler/subgroup-name`` (only when the PodGroup has SubGroups: v0.15.3
-    #: ``pod_controller.go:207`` writes it only for a non-empty subgroup).
-    subgroup_label: bool
-    #: The PodGroup's UnschedulableOnNodePool condition is removed once its pods schedule (v0.17 only, B4).
-    clears_condition_after_scheduling: bool
     #: Known upstream gap for runtimes using JobSet ``dependsOn``: the gang waits for pods that are not created yet.
     depends_on_gap: str | None
     notes: str = ""
@@ -161,11 +156,6 @@ class KaiRow:
             flat = sum(r.pods * r.replicas for r in replicated_jobs)
         return {"minMember": flat, "minSubGroup": ABSENT, "subGroups": _no_subgroups}
 
-    def subgroup_count(self, replicated_jobs: Sequence[ReplicatedJob]) -> int:
-        if self.podgroup_shape is not PodGroupShape.SUBGROUPS:
-            return 0
-        return sum(1 + r.replicas for r in replicated_jobs)
-
 
 @predicate("no SubGroups (absent or empty)")
 def _no_subgroups(value: Any) -> bool:
@@ -180,10 +170,6 @@ class TrainerRow:
     resources_per_node: str
     #: ``spec.runtimePatches`` exists (v2.2.0 #3309 replaced podTemplateOverrides, TJ §1.1).
     runtime_patches: bool
-    #: Trainer keeps a ``<trainjob>-runtime-snapshot`` ConfigMap owned by the TrainJob (v2.3.0, TJ §3.1).
-    runtime_snapshot: bool
-    #: Runtimes referenced by a TrainJob carry finalizer ``trainer.kubeflow.org/resource-in-use`` (v2.0–v2.2, TJ §9).
-    runtime_finalizer: bool
 
     @property
     def name(self) -> str:
@@ -193,8 +179,6 @@ class TrainerRow:
 @dataclass(frozen=True)
 class JobSetRow:
     minor: str
-    #: Pod label ``jobset.sigs.k8s.io/priority`` added by the pod webhook (v0.11+ for every JobSet pod, TJ §6.1).
-    priority_pod_label: bool
 
     @property
     def name(self) -> str:
@@ -209,17 +193,17 @@ _DEPENDS_ON_GAP = (
 KAI_ROWS: dict[str, KaiRow] = {
     row.minor: row
     for row in (
-        KaiRow("v0.13", PodGroupShape.FLAT, FlatMinMember.SUM_OF_REPLICATED_JOBS, False, False, False,
+        KaiRow("v0.13", PodGroupShape.FLAT, FlatMinMember.SUM_OF_REPLICATED_JOBS, False,
                _DEPENDS_ON_GAP + " [inferred for flat PodGroups: minMember sums every replicatedJob]",
                "first release grouping JobSet and TrainJob (PRs #784, #1020)"),
-        KaiRow("v0.14", PodGroupShape.FLAT, FlatMinMember.SUM_OF_REPLICATED_JOBS, True, False, False,
+        KaiRow("v0.14", PodGroupShape.FLAT, FlatMinMember.SUM_OF_REPLICATED_JOBS, True,
                _DEPENDS_ON_GAP + " [inferred for flat PodGroups: minMember sums every replicatedJob]",
                "LTS; from v0.14.1 honours kai.scheduler/batch-min-member on the JobSet (c586e27a)"),
-        KaiRow("v0.15", PodGroupShape.FLAT, FlatMinMember.ONE, True, False, False, None,
+        KaiRow("v0.15", PodGroupShape.FLAT, FlatMinMember.ONE, True, None,
                "JobSet PodGroups default to minMember 1 (no gang) unless kai.scheduler/batch-min-member (EOL)"),
-        KaiRow("v0.16", PodGroupShape.SUBGROUPS, None, True, True, False, _DEPENDS_ON_GAP,
+        KaiRow("v0.16", PodGroupShape.SUBGROUPS, None, True, _DEPENDS_ON_GAP,
                "LTS; one PodGroup per JobSet with a SubGroup per replicatedJob and per replica (#1617)"),
-        KaiRow("v0.17", PodGroupShape.SUBGROUPS, None, True, True, True, _DEPENDS_ON_GAP,
+        KaiRow("v0.17", PodGroupShape.SUBGROUPS, None, True, _DEPENDS_ON_GAP,
                "clears UnschedulableOnNodePool once scheduled; stamps kai.scheduler/last-eviction-timestamp"),
     )
 }  # fmt: skip
@@ -227,12 +211,12 @@ KAI_ROWS: dict[str, KaiRow] = {
 TRAINER_ROWS: dict[str, TrainerRow] = {
     row.minor: row
     for row in (
-        TrainerRow("v2.2", "replaced wholesale", True, False, True),
-        TrainerRow("v2.3", "merged per key", True, True, False),
+        TrainerRow("v2.2", "replaced wholesale", True),
+        TrainerRow("v2.3", "merged per key", True),
     )
 }
 
-JOBSET_ROWS: dict[str, JobSetRow] = {row.minor: row for row in (JobSetRow("v0.11", True), JobSetRow("v0.12", True))}
+JOBSET_ROWS: dict[str, JobSetRow] = {row.minor: row for row in (JobSetRow("v0.11"), JobSetRow("v0.12"))}
 
 
 def minor(version: str) -> str:
