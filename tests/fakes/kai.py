@@ -1,0 +1,227 @@
+"""Simulated KAI Scheduler: the podgrouper (skip-top-owner PodGroups named ``pg-<jobset>-<uid>``, owned by the JobSet,
+queue and priority precedence, SubGroups per version) and the scheduler (all-or-nothing gangs, hierarchical queue
+limits, whole-gang in-queue preemption with ``Evict`` events, ``Unschedulable`` conditions and events).
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from clusters.suite_stack import KAI_SCHEDULER_NAME
+from fixtures import kinds
+from suites.support import expectations as ex
+from suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
+from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation
+
+
+class Kai(Simulation):
+    # ------------------------------------------------------------------------------------- KAI's podgrouper
+    def podgrouper(self) -> bool:
+        changed = False
+        for pod in self._all(kinds.POD):
+            if pod["spec"].get("schedulerName") != KAI_SCHEDULER_NAME or is_terminating(pod):
+                continue
+            job = self._owner(pod, kinds.JOB)
+            jobset = job and self._owner(job, kinds.JOB_SET)
+            if jobset is None:
+                continue
+            trainjob = self._owner(jobset, kinds.TRAIN_JOB)
+            name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
+            existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
+            wanted = self._podgroup_for(name, jobset, trainjob, pod)
+            if existing is None:
+                self.fake.put(wanted)
+                changed = True
+            elif self.faults.podgrouper_moves_queue and existing["spec"]["queue"] != wanted["spec"]["queue"]:
+                existing["spec"]["queue"] = wanted["spec"]["queue"]
+                self.fake.put(existing)
+                changed = True
+            subgroup = self.row.subgroup_of(job["metadata"]["labels"][REPLICATED_JOB_LABEL], 0)
+            annotations, labels = (
+                pod["metadata"].setdefault("annotations", {}),
+                pod["metadata"].setdefault("labels", {}),
+            )
+            if annotations.get(ex.POD_GROUP_ANNOTATION) != name or (
+                subgroup and labels.get(ex.SUBGROUP_LABEL) != subgroup
+            ):
+                annotations[ex.POD_GROUP_ANNOTATION] = name
+                if subgroup:
+                    labels[ex.SUBGROUP_LABEL] = subgroup
+                self.fake.put(pod)
+                changed = True
+        return changed
+
+    def _podgroup_for(self, name: str, jobset: Obj, trainjob: Obj | None, pod: Obj) -> Obj:
+        """Skip-top-owner: TrainJob metadata merged under the JobSet's, the JobSet as top owner (B1, B2)."""
+        top_labels = {**labels_of(trainjob or {"metadata": {}}), **labels_of(jobset)}
+        top_annotations = {**((trainjob or {}).get("metadata", {}).get("annotations") or {}),
+                           **(jobset["metadata"].get("annotations") or {})}  # fmt: skip
+        group, version = ex.JOBSET_API_VERSION.split("/")
+        top_owner = yaml.safe_dump(
+            {"name": jobset["metadata"]["name"], "uid": uid_of(jobset), "group": group, "version": version,
+             "kind": "JobSet"}, sort_keys=False)  # fmt: skip
+        queue = top_labels.get(ex.QUEUE_LABEL) or labels_of(pod).get(ex.QUEUE_LABEL) or ex.DEFAULT_QUEUE
+        priority = top_labels.get(ex.PRIORITY_LABEL) or labels_of(pod).get(ex.PRIORITY_LABEL)
+        rjobs = [ex.ReplicatedJob(r["name"], r["template"]["spec"].get("parallelism", 1), r.get("replicas", 1))
+                 for r in jobset["spec"]["replicatedJobs"]]  # fmt: skip
+        if self.row.podgroup_shape is ex.PodGroupShape.SUBGROUPS:
+            subgroups: list[Obj] = []
+            for r in rjobs:
+                subgroups.append({"name": r.name, "minSubGroup": r.replicas})
+                subgroups += [
+                    {"name": f"{r.name}-replica-{i}", "parent": r.name, "minMember": r.pods} for i in range(r.replicas)
+                ]
+            shape: Obj = {"minSubGroup": len(rjobs), "subGroups": subgroups}
+        else:
+            shape = {"minMember": self.row.podgroup_spec(rjobs)["minMember"]}
+        return {
+            "apiVersion": kinds.POD_GROUP.api_version,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": jobset["metadata"]["namespace"], "labels": top_labels,
+                         "annotations": {ex.TOP_OWNER_ANNOTATION: top_owner, **top_annotations},
+                         "ownerReferences": [self._ref(jobset, controller=False)]},
+            "spec": {"queue": queue, "priorityClassName": priority or ex.DEFAULT_PRIORITY_CLASS, **shape},
+            "status": {},
+        }  # fmt: skip
+
+    # --------------------------------------------------------------------------------------------- scheduling
+    def _free(self) -> dict[str, int]:
+        free = {n.name: n.gpus for n in self.layout.nodes}
+        for pod in self._all(kinds.POD):
+            if is_bound(pod) and not is_terminating(pod):
+                free[pod["spec"]["nodeName"]] -= gpus_of(pod)
+        return free
+
+    def _place(self, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
+        """Pod name → node, first fit; None when ``whole`` and not every pod fits."""
+        left, placed = dict(free), {}
+        for pod in pods:
+            node = next((n for n, gpus in sorted(left.items()) if gpus >= gpus_of(pod)), None)
+            if node is None:
+                if whole:
+                    return None
+                continue
+            left[node] -= gpus_of(pod)
+            placed[pod["metadata"]["name"]] = node
+        return placed
+
+    def _bind(self, pod: Obj, node: str) -> None:
+        now = self._now()
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running",
+                         "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+                         "containerStatuses": [{"name": "node", "state": {"running": {"startedAt": now}}}]}  # fmt: skip
+        self.fake.put(pod)
+
+    def scheduler(self) -> bool:
+        changed = False
+        pending = [p for p in self._all(kinds.POD) if not is_bound(p) and not is_terminating(p)]
+        default = [p for p in pending if p["spec"].get("schedulerName") != KAI_SCHEDULER_NAME]
+        for name, node in (self._place(default, self._free(), whole=False) or {}).items():
+            self._bind(next(p for p in default if p["metadata"]["name"] == name), node)
+            changed = True
+        for pg in sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen))):
+            changed |= self._schedule_group(pg)
+        return changed
+
+    def _members(self, pg: Obj) -> list[Obj]:
+        name = pg["metadata"]["name"]
+        return [p for p in self._all(kinds.POD, pg["metadata"]["namespace"])
+                if (p["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION) == name and not is_terminating(p)]  # fmt: skip
+
+    def _gang_size(self, pg: Obj) -> int:
+        spec = pg["spec"]
+        if "minMember" in spec:
+            return spec["minMember"]
+        return sum(sg.get("minMember", 0) for sg in spec.get("subGroups") or [])
+
+    def _schedule_group(self, pg: Obj) -> bool:
+        members = self._members(pg)
+        waiting = [p for p in members if not is_bound(p)]
+        if not waiting or len(members) < self._gang_size(pg):
+            return False
+        queue = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
+        if queue is None:
+            queue_name = pg["spec"]["queue"]
+            return self._unschedulable(
+                pg, waiting, ex.QUEUE_MISSING_REASON, ex.QUEUE_MISSING_MESSAGE.format(queue=queue_name)
+            )
+        over = self._over_limit(queue, sum(gpus_of(p) for p in waiting))
+        if over:
+            return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
+        whole = not self.faults.partial_gangs
+        placement = self._place(waiting, self._free(), whole=whole) or self._preempt_for(pg, waiting, whole)
+        if not placement:
+            return self._unschedulable(
+                pg,
+                waiting,
+                "PodSchedulingErrors",
+                f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
+            )
+        for pod in waiting:
+            if pod["metadata"]["name"] in placement:
+                self._bind(pod, placement[pod["metadata"]["name"]])
+        return True
+
+    def _over_limit(self, queue: Obj | None, request: int) -> str | None:
+        """KAI walks from the leaf up through its parents (capacity_policy.resultsOverLimit)."""
+        while queue is not None:
+            limit = queue["spec"]["resources"]["gpu"].get("limit", -1)
+            used = sum(gpus_of(p) for p in self._queue_pods(queue["metadata"]["name"]))
+            if limit != -1 and used + request > limit:
+                display = queue["spec"].get("displayName") or queue["metadata"]["name"]
+                return f"{display} quota has reached the allowable limit of GPUs. Limit is {limit} GPUs"
+            parent = queue["spec"].get("parentQueue")
+            queue = self._find(kinds.QUEUE, parent, None) if parent else None
+        return None
+
+    def _queue_pods(self, queue: str) -> list[Obj]:
+        children = {q["metadata"]["name"] for q in self._all(kinds.QUEUE) if q["spec"].get("parentQueue") == queue}
+        groups = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == queue]
+        pods = [p for g in groups for p in self._members(g) if is_bound(p)]
+        return pods + [p for child in children for p in self._queue_pods(child)]
+
+    def _preempt_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
+        """In-queue preemption: preemptible gangs of strictly lower priority are evicted whole (KAI §6)."""
+        mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
+        victims = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
+                   and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
+                   and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine]  # fmt: skip
+        bound = [(g, p) for g in victims for p in self._members(g) if is_bound(p)]
+        free = self._free()
+        for _, pod in bound:
+            free[pod["spec"]["nodeName"]] += gpus_of(pod)
+        placement = self._place(waiting, free, whole)
+        if not placement or not bound:
+            return None
+        for victim, pod in bound:
+            self.fake._remove(kinds.POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            event = self.fake.record_event(
+                victim,
+                ex.EVICT_EVENT_REASON,
+                f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {pg['metadata']['namespace']}/{pg['metadata']['name']}",
+            )
+            event["metadata"]["annotations"] = {
+                ex.EVICT_ACTION_ANNOTATION: "preempt",
+                "num-evicted-pods": str(len(bound)),
+            }
+            self.fake.put(event)
+        return placement
+
+    def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
+        text = f"{reason}: {message}."
+        changed = False
+        for pod in waiting:
+            condition = {"type": "PodScheduled", "status": "False", "reason": ex.UNSCHEDULABLE_REASON, "message": text}
+            if (pod.get("status") or {}).get("conditions") != [condition]:
+                pod["status"] = {"phase": "Pending", "conditions": [condition]}
+                self.fake.put(pod)
+                changed = True
+        condition = {"type": ex.UNSCHEDULABLE_CONDITION, "nodePool": "default", "reason": ex.UNSCHEDULABLE_REASON,
+                     "status": "True", "message": text, "reasons": [{"reason": reason, "message": message}]}  # fmt: skip
+        if pg.get("status", {}).get("schedulingConditions") != [condition]:
+            pg["status"] = {"schedulingConditions": [condition]}
+            self.fake.put(pg)
+            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
+            changed = True
+        return changed
