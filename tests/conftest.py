@@ -8,7 +8,7 @@ import pytest
 
 from fixtures import waits
 from fixtures.waits import TimeoutPolicy
-from tests import crd_schemas
+from tests import crd_schemas, flows
 from tests.fakes.kube import FakeKube
 
 
@@ -39,3 +39,10 @@ def schema_root() -> Path:
             pytest.fail(f"{crd_schemas.REQUIRE_ENV}=1 but {reason}")
         pytest.skip(reason)
     return root
+
+
+@pytest.fixture
+def flow(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch):
+    """``flow(faults=None, layout=...)`` → a :class:`tests.flows.Harness` on its own simulated cluster; at the end
+    every workspace must have cleaned up everything it made."""
+    yield from flows.flow_fixture(fast_timeouts, monkeypatch)

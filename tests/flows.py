@@ -1,0 +1,89 @@
+"""The harness of the flow self-tests: suite cases driven end to end against FakeKube with simulated controllers
+(tests/fakes/controllers.py). The ``flow`` fixture (tests/conftest.py) builds one simulated cluster per call.
+
+Each flow calls a real suite test function with a real Workspace, Observer and record, so it proves the
+choreography (what is applied when, what is waited for) and, with a fault injected, that the failure a user would
+see names what went wrong. Waits poll every millisecond under a tiny timeout scale.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from clusters.catalog import Catalog, load_topology
+from clusters.layout import GpuLayout
+from clusters.suite_stack import stack_manifests
+from fixtures import cleanup, kinds, waits
+from fixtures import workspace as workspace_module
+from fixtures.render import RenderContext
+from fixtures.waits import TimeoutPolicy
+from fixtures.workspace import Workspace, prepare
+from reports.records import CaseRecord, CaseRecorder
+from suites.support.expectations import Expectations, expectations_for
+from suites.support.observe import Observer
+from tests.fakes.controllers import Faults, SimulatedControllers
+from tests.fakes.kube import FakeKube
+
+CATALOG = Catalog.load()
+COMBINATION = CATALOG.combination(CATALOG.defaults["combination"])
+LAYOUT = load_topology("pr-gate").layout("kai-conformance")
+IMAGE = CATALOG.defaults["workload_image"]
+RUN = "flow"
+NAMESPACE = "kc-flow"
+
+
+@dataclass
+class Harness:
+    fake: FakeKube
+    workspace: Workspace
+    ctx: RenderContext
+    observer: Observer
+    expect: Expectations
+    timeouts: TimeoutPolicy
+    record: CaseRecorder
+
+    def args(self) -> dict:
+        """The fixtures a suite test takes, by name."""
+        return {"ctx": self.ctx, "workspace": self.workspace, "observer": self.observer, "expect": self.expect,
+                "timeouts": self.timeouts, "record": self.record}  # fmt: skip
+
+    def verdicts(self) -> dict[str, bool]:
+        return {v.detector: v.ok for v in self.record.record.verdicts}
+
+
+def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Harness]]:
+    """Builds a cluster of simulated controllers; at the end the workspace must clean up everything it made."""
+    made: list[tuple[Harness, cleanup.CleanupStack]] = []
+    # The simulated cluster answers at once: let the workspace's removal waits poll as fast as the observer's.
+    monkeypatch.setattr(workspace_module, "eventually", functools.partial(waits.eventually, interval=0.001))
+
+    def make(faults: Faults | None = None, layout: GpuLayout = LAYOUT) -> Harness:
+        fake = FakeKube()
+        for obj in stack_manifests(IMAGE):
+            fake.apply(prepare(obj, RUN, "", ""))
+        SimulatedControllers(fake, layout, COMBINATION.kai.version, faults or Faults()).install()
+        stack = cleanup.open_stack("flow")
+        workspace = Workspace(fake, RUN, "suites/test_flow.py::case", NAMESPACE, fast_timeouts, stack)
+        workspace.create_namespace()
+        harness = Harness(
+            fake,
+            workspace,
+            RenderContext(NAMESPACE, COMBINATION, layout, RUN, IMAGE),
+            Observer(fake, NAMESPACE, interval=0.001),
+            expectations_for(COMBINATION),
+            fast_timeouts,
+            CaseRecorder(CaseRecord(nodeid="flow")),
+        )
+        made.append((harness, stack))
+        return harness
+
+    yield make
+    for harness, stack in made:
+        assert cleanup.close_stack(stack) == []
+        assert harness.fake.objects(kinds.NAMESPACE) == []
+        assert [q["metadata"]["name"] for q in harness.fake.objects(kinds.QUEUE)] == ["kai-conformance"]
+        assert harness.fake.objects(kinds.POD) == []
