@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from clusters.catalog import Catalog
 from fixtures import errors, preflight
 from tests.fakes.kube import FakeKube
 
 REPO = Path(__file__).resolve().parent.parent
+CATALOG = Catalog.load()
 
 
 def completed(code: int, out: str = "", err: str = "") -> subprocess.CompletedProcess:
@@ -80,6 +82,24 @@ def test_problems_are_numbered_with_their_fixes() -> None:
     ]
 
 
+def test_marker_names_skip_the_operators_of_the_expression() -> None:
+    assert preflight.marker_names("not slow") == ["slow"]
+    assert preflight.marker_names("gang and not serial") == ["gang", "serial"]
+    assert preflight.marker_names("(gang or queue) and not (slow or gang)") == ["gang", "queue", "slow"]
+    assert preflight.marker_names("notslow or android") == ["notslow", "android"]  # operators are whole words
+    assert preflight.marker_names("device(kind='a b', n=1) and not slow") == ["device", "slow"]
+    assert preflight.marker_names("") == []
+
+
+def test_an_unknown_marker_is_a_problem_with_the_declared_ones_as_fix() -> None:
+    known, declared = ["gang", "slow", "skip"], ["gang", "slow"]
+    assert preflight.check_marker_expression("gang and not slow", known, declared) == []
+    assert preflight.check_marker_expression("", known, declared) == []
+    (problem,) = preflight.check_marker_expression("gang and not nosuch", known, declared)
+    assert problem.what == "-m 'gang and not nosuch' names an unknown marker: nosuch (no case carries it)"
+    assert "gang, slow" in problem.fix and "skip" not in problem.fix
+
+
 def run_suite(args: list[str], tmp_path: Path, path: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": path, "KAI_CONFORMANCE_TOOLS_BIN": str(tmp_path / "no-tools")}
     return subprocess.run(
@@ -88,19 +108,72 @@ def run_suite(args: list[str], tmp_path: Path, path: str) -> subprocess.Complete
     )  # fmt: skip
 
 
+def numbered(output: str) -> list[tuple[str, str]]:
+    """(problem, fix) pairs of the preflight message."""
+    lines = output.splitlines()
+    return [
+        (line.strip().split(". ", 1)[1], lines[i + 1].strip().removeprefix("fix: "))
+        for i, line in enumerate(lines)
+        if line.startswith("  ") and line.strip()[:1].isdigit() and ". " in line
+    ]
+
+
 def test_pytest_suites_without_any_tool_stops_with_one_message(tmp_path: Path) -> None:
-    """End to end: no docker/kind/kubectl/helm and an unknown version → one message, exit 4, in seconds."""
+    """End to end: no docker/kind/kubectl/helm, an unknown version, a bad timeout scale and an unknown marker →
+    one message naming each with its own fix, exit 4, in seconds; nothing created, the last run's state kept."""
+    last_run = tmp_path / "r" / ".state"
+    last_run.mkdir(parents=True)
+    (last_run / "cluster.json").write_text("{}")
     started = time.monotonic()
-    result = run_suite(["--kai-version", "v9.9.9"], tmp_path, path=str(tmp_path))
+    result = run_suite(
+        ["--kai-version", "v9.9.9", "--timeout-scale", "-1", "-m", "gang and not nosuch"], tmp_path, path=str(tmp_path)
+    )
     assert time.monotonic() - started < 20
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     output = result.stdout + result.stderr
-    assert "kai-conformance cannot start (5 problems):" in output
-    expected = ["1. docker is not installed", "2. kind is not on PATH", "3. kubectl is not on PATH",
-                "4. helm is not on PATH", "5. unknown kai version 'v9.9.9'"]  # fmt: skip
-    positions = [output.index(line) for line in expected]  # docker first: the one piece we cannot fetch
-    assert positions == sorted(positions)
-    assert not (tmp_path / "r" / ".state" / "cluster.json").exists()
+    assert "kai-conformance cannot start (7 problems):" in output
+    problems = numbered(output)
+    starts = ["docker is not installed", "kind is not on PATH", "kubectl is not on PATH", "helm is not on PATH",
+              "unknown kai version 'v9.9.9'", "--timeout-scale must be positive",
+              "-m 'gang and not nosuch' names an unknown marker: nosuch"]  # fmt: skip  # docker first: we cannot fetch it
+    assert len(problems) == len(starts)
+    assert all(what.startswith(start) for (what, _), start in zip(problems, starts, strict=True)), problems
+    version_fix, scale_fix, marker_fix = (fix for _, fix in problems[-3:])
+    assert "--kai-version" in version_fix
+    assert "factor above 0" in scale_fix and "versions.yaml" not in scale_fix
+    assert "gang, queue, labels, preemption, podgrouper, control, serial, disruptive, slow" in marker_fix
+    assert "Nothing was created." in output
+    assert sorted(p.relative_to(tmp_path / "r") for p in (tmp_path / "r").rglob("*")) == [
+        Path(".state"), Path(".state/cluster.json"),
+    ]  # fmt: skip
+
+
+def test_render_mode_names_every_bad_option_in_one_message(tmp_path: Path) -> None:
+    """A file where the render directory should go, and several bad options: one message, each with its fix."""
+    target = tmp_path / "taken"
+    target.write_text("not a directory")
+    result = run_suite(
+        [f"--render-manifests={target}", "--timeout-scale", "-1", "--topology", "nope", "--versions", "nope",
+         "-m", "nosuch"], tmp_path, path=os.environ["PATH"],
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    problems = dict(numbered(output))
+    assert list(problems) == [
+        "unknown version combination 'nope'. Known combinations: "
+        + ", ".join(c.name for c in CATALOG.combinations)
+        + " (clusters/versions.yaml)",
+        "unknown topology 'nope'; known: pr-gate, release (or a path to a topology YAML file)",
+        "--timeout-scale must be positive, got -1.0",
+        f"--render-manifests {target} is a file, not a directory",
+        "-m 'nosuch' names an unknown marker: nosuch (no case carries it)",
+    ]
+    fixes = list(problems.values())
+    assert "--versions NAME" in fixes[0] and "--topology" in fixes[1] and "factor above 0" in fixes[2]
+    assert fixes[3] == "pass a directory (created if missing), e.g. --render-manifests=reports/output/rendered"
+    assert output.rstrip().endswith("Nothing was created.")  # rendering needs no tools: no hint about them
+    assert target.read_text() == "not a directory"
 
 
 def test_pytest_suites_on_an_unreachable_existing_cluster(tmp_path: Path) -> None:
@@ -109,7 +182,18 @@ def test_pytest_suites_on_an_unreachable_existing_cluster(tmp_path: Path) -> Non
         "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
         "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
     )
-    result = run_suite(["--cluster", "existing", f"--kubeconfig={kubeconfig}"], tmp_path, path=os.environ["PATH"])
+    report_file = tmp_path / "report"
+    report_file.write_text("")
+    result = run_suite(
+        ["--cluster", "existing", f"--kubeconfig={kubeconfig}", f"--report-dir={report_file}"],
+        tmp_path, path=os.environ["PATH"],
+    )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
-    assert f"the cluster in {kubeconfig} is unreachable" in output
+    assert "INTERNALERROR" not in output
+    (unreachable, report_dir) = numbered(output)
+    assert unreachable[0].startswith(f"the cluster in {kubeconfig} is unreachable")
+    assert report_dir == (
+        f"--report-dir {report_file} is a file, not a directory",
+        "pass a directory (created if missing), e.g. --report-dir=reports/output/latest",
+    )

@@ -13,6 +13,7 @@ from clusters.catalog import Catalog, load_topology
 from fixtures.errors import UsageError
 from fixtures.ownership import MANAGED_BY, SCOPE_LABEL, TEST_ID_ANNOTATION
 from fixtures.render import RenderContext, case_documents, case_of, file_name, render
+from fixtures.session import create_render_dir
 
 CATALOG = Catalog.load()
 
@@ -87,3 +88,14 @@ def test_cases_may_only_create_known_kinds() -> None:
 
     with pytest.raises(UsageError, match="not Gadget"):
         case_documents(item("suites/t.py::t[odd]", Odd()), context_for)
+
+
+def test_a_render_directory_that_cannot_be_made_is_one_message(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(pytest.UsageError) as raised:
+        create_render_dir(tmp_path / "file" / "rendered")
+    assert f"1. cannot create the --render-manifests directory {tmp_path}/file/rendered: Not a directory" in str(
+        raised.value
+    )
+    create_render_dir(tmp_path / "new" / "rendered")
+    assert (tmp_path / "new" / "rendered").is_dir()

@@ -153,6 +153,10 @@ def test_the_command_line_collects_and_renders_offline(tmp_path: Path) -> None:
     assert render.returncode == 0, render.stdout + render.stderr
     files = sorted(out.glob("*.yaml"))
     assert len(files) == len(listed) + 1  # one per case plus _stack.yaml
+    # One line says what happened; nothing claims the cases were deselected.
+    assert "deselected" not in render.stdout
+    (last,) = render.stdout.strip().splitlines()
+    assert last.startswith(f"{len(listed)} case(s) rendered for KAI ") and f"into {out} (no cluster touched)" in last
     for path in files:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         assert docs, path

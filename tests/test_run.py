@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures.run import configure_run, run_context, worker_input
+from fixtures.run import configure_run, run_context, start_run, started, worker_input
 
 
 def config(**attributes: object) -> SimpleNamespace:
@@ -24,17 +24,25 @@ def stale_state(report_dir: Path) -> Path:
 
 def test_a_run_that_runs_cases_never_sees_a_previous_runs_state(tmp_path: Path) -> None:
     state = stale_state(tmp_path)
-    run = configure_run(config(), tmp_path, fresh=True)
+    cfg = config()
+    configure_run(cfg, tmp_path)
+    assert not started(cfg)
+    run = start_run(cfg)
     assert run.state_dir == state
     assert run.is_main
     assert list(state.iterdir()) == []
+    assert started(cfg)
 
 
-def test_collect_only_leaves_the_last_runs_state_alone(tmp_path: Path) -> None:
-    state = stale_state(tmp_path)
-    configure_run(config(), tmp_path, fresh=False)
+def test_deciding_the_run_touches_no_file(tmp_path: Path) -> None:
+    """Preflight may still stop the run, --collect-only runs nothing: the last run's state stays, none is made."""
+    state = stale_state(tmp_path / "used")
+    configure_run(config(), tmp_path / "used")
     assert (state / "cluster.json").exists()
     assert (state / "records" / "main-00000.json").exists()
+    run = configure_run(config(), tmp_path / "fresh")
+    assert run.state_dir == tmp_path / "fresh" / ".state"
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_workers_share_the_main_process_identity(tmp_path: Path) -> None:
