@@ -32,7 +32,7 @@ def _case_line(case: Case, report: Report) -> str:
 
 
 def _details(case: Case) -> str:
-    body = "\n\n".join(f"{v.detector}: {v.explanation}" for v in case.failing_verdicts) or case.exception_text
+    body = "\n\n".join(f"{v.heading}: {v.explanation}" for v in case.failing_verdicts) or case.exception_text
     body = _clip(body, MAX_EXPLANATION).replace("```", "ʼʼʼ")
     summary = _clip(_cell(case.headline), MAX_HEADLINE) or "details"
     lines = [f"<details><summary>{escape(summary)}</summary>", "", "```text", body, "```"]

@@ -203,7 +203,7 @@ class Case:
             return ""
         for verdict in self.record.verdicts:
             if not verdict.as_expected:
-                return f"{verdict.detector}: {verdict.explanation.splitlines()[0] if verdict.explanation else ''}"
+                return f"{verdict.heading}: {verdict.explanation.splitlines()[0] if verdict.explanation else ''}"
         lines = exception_lines(self.record.message)
         return lines[0] if lines else ""
 

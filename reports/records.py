@@ -34,6 +34,23 @@ class DetectorVerdict:
     def as_expected(self) -> bool:
         return self.ok != self.expect_violation
 
+    @property
+    def control_outcome(self) -> str:
+        """For a control verdict, whether the detector fired; empty for any other verdict."""
+        if not self.expect_violation:
+            return ""
+        return CONTROL_FIRED if not self.ok else CONTROL_SILENT
+
+    @property
+    def heading(self) -> str:
+        """The detector's name as a report line starts, a control verdict saying whether it fired."""
+        return f"{self.detector} (control: {self.control_outcome})" if self.expect_violation else self.detector
+
+
+#: What the reports say of a control verdict (a control case passes only when its detector fires).
+CONTROL_FIRED = "detector fired as expected"
+CONTROL_SILENT = "detector did not fire"
+
 
 @dataclass
 class PodTimes:

@@ -15,6 +15,9 @@ so the report shows source × level):
   ``kai.scheduler/subgroup-name``.
 * A ``priorityClassName`` label on the TrainJob, the runtime's JobSet template or the pod template reaches
   ``PodGroup.spec.priorityClassName``; without one it is ``train``.
+* Control: the runtime pod-template label of the table, claimed at the Job (where JobSet never copies pod-template
+  metadata) instead of the Pod, makes the propagation detector fire for exactly those two levels: proof that on
+  this cluster it sees a label that is there and misses one that is not.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
 from suites.support.cases import ControllerMarksCase, PriorityCase, PropagationCase, param, require_gpus, skip_unless
+from suites.support.control_cases import MisplacedLabelCase
 from suites.support.detectors import (
     Arrival,
     arrivals_as_expected,
@@ -52,6 +56,7 @@ SOURCES = [PropagationCase(source) for source in ARRIVALS]
 PRIORITY_SOURCES = [
     PriorityCase(s) for s in ("trainjob-label", "runtime-jobset-template", "runtime-pod-template", "none")
 ]
+CONTROL = [MisplacedLabelCase("runtime-pod-template", claimed=frozenset({"Job"}))]
 
 
 @pytest.mark.parametrize("case", [param(c) for c in SOURCES])
@@ -130,6 +135,37 @@ def test_a_priority_class_label_reaches_the_podgroup(
         case.source, f"label {PRIORITY_LABEL}", "PodGroup.spec.priorityClassName", expected=True, observed=verdict.ok
     )
     assert verdict.ok, f"[{expect.kai.name}] {verdict}"
+
+
+@pytest.mark.control
+@pytest.mark.parametrize("case", [param(c) for c in CONTROL])
+def test_control_the_propagation_detector_fires_on_a_label_claimed_at_the_wrong_level(
+    case: MisplacedLabelCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """A label set in the runtime's pod template, claimed at the Job instead of the Pod: the propagation detector
+    fires for the Job (claimed, absent) and the Pod (disclaimed, present), and for no other level."""
+    require_gpus(ctx.layout, 1)
+    workspace.apply_all(case.manifests(ctx))
+    snap = grouped(observer, "labels", 1, timeouts)
+    # Not recorded as label observations: the report's source × level table shows what the table claims.
+    found = arrivals(snap, case.source, case.key, case.claimed)
+    verdict = arrivals_as_expected(found)
+    record.verdict(verdict, expect_violation=True)
+    assert not verdict.ok, (
+        f"[{expect.describe()}] the label detector did not fire on a label claimed where the chain does not put it "
+        f"({case.key} from {case.source} claimed at {sorted(case.claimed)}): {verdict}"
+    )
+    fired_at = {a.level for a in found if a.expected != a.observed}
+    assert fired_at == case.misjudged_levels, (
+        f"[{expect.describe()}] the label detector fired at {sorted(fired_at)}, expected exactly at "
+        f"{sorted(case.misjudged_levels)}: {verdict}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------- shared steps

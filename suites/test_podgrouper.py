@@ -14,6 +14,10 @@ KAI maps a TrainJob to its skip-top-owner grouper, which groups by the TrainJob'
 * RBAC: the podgrouper's service account may get, list and watch TrainJobs and JobSets (SubjectAccessReview).
 * Known upstream gap: a runtime using JobSet ``dependsOn`` stays unscheduled under the versions the expectation
   table names (KAI issue #1209): a strict xfail, so the suite reports when upstream fixes it.
+* Control: a plain ``batch/v1`` Job asking for kai-scheduler beside a suspended TrainJob: KAI's Job grouper gives
+  the namespace's only PodGroup to the Job (``pg-<job>-<job uid>``, ``minMember`` 1, no SubGroups), and the
+  ownership and shape detectors, judging it as the TrainJob's, fire naming the Job: proof that on this cluster
+  they read the PodGroup's ownerReferences and spec.
 """
 
 from __future__ import annotations
@@ -26,19 +30,22 @@ from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
 from suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param, require_gpus
+from suites.support.control_cases import JobPodGroupCase
 from suites.support.detectors import (
+    Verdict,
     access_granted,
     all_of,
     collected,
     ownership_chain,
     podgroup_shape,
+    pods_annotated,
     pods_grouped,
     single_podgroup_owned_by_jobset,
     top_owner_is_jobset,
 )
 from suites.support.expectations import PODGROUPER_USER, Expectations
 from suites.support.observe import Observer
-from suites.support.snapshot import Obj, labels_of
+from suites.support.snapshot import Obj, Snapshot, labels_of, uid_of
 
 pytestmark = pytest.mark.podgrouper
 
@@ -48,6 +55,7 @@ SHAPES = [PodGroupCase(pods=2), PodGroupCase(pods=2, extra=AUX_JOB)]
 READ_VERBS = ("get", "list", "watch")
 OWNERS_READ = [("trainer.kubeflow.org", "trainjobs"), ("jobset.x-k8s.io", "jobsets")]
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+CONTROL = [JobPodGroupCase()]
 
 
 @pytest.mark.parametrize("case", [param(c) for c in OWNERSHIP])
@@ -192,3 +200,50 @@ def test_a_depends_on_runtime_is_scheduled(
         timeout=timeouts("schedule"),
     )
     record.verdict(everything)
+
+
+@pytest.mark.control
+@pytest.mark.parametrize("case", [param(c) for c in CONTROL])
+def test_control_the_ownership_detectors_fire_on_a_podgroup_owned_by_a_job(
+    case: JobPodGroupCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """The only PodGroup beside a TrainJob's JobSet is a batch/v1 Job's: the ownership detector fires naming the Job
+    as its owner, and the shape detector fires on its flat ``minMember`` 1."""
+    workspace.apply_all(case.manifests(ctx))
+    snap, _ = observer.until(
+        lambda s: all_of(jobset_made(s), pods_annotated(s)),
+        what=f"TrainJob {case.trainjob_name}'s JobSet made and Job {case.job_name}'s pods grouped by KAI",
+        timeout=timeouts("schedule"),
+        owners=True,
+    )
+    job = next(j for j in snap.jobs if j["metadata"]["name"] == case.job_name)
+    owner = single_podgroup_owned_by_jobset(snap)
+    record.verdict(owner, expect_violation=True)
+    assert not owner.ok, (
+        f"[{expect.kai.name}] the podgrouper ownership detector did not fire on a PodGroup owned by "
+        f"Job {case.job_name}: {owner}"
+    )
+    assert uid_of(job) in owner.explanation, (
+        f"[{expect.kai.name}] the ownership detector fired without naming Job {case.job_name} "
+        f"(uid {uid_of(job)}) as what the PodGroup belongs to: {owner}"
+    )
+    shape = podgroup_shape(snap, expect.kai.podgroup_spec(case.trainjob_shape), expect.describe())
+    record.verdict(shape, expect_violation=True)
+    assert not shape.ok, (
+        f"[{expect.kai.name}] the podgroup shape detector did not fire on Job {case.job_name}'s PodGroup "
+        f"(minMember 1, no SubGroups), judged as a TrainJob's of {case.pods} pods: {shape}"
+    )
+    assert uid_of(job) in shape.explanation, (  # its PodGroup is pg-<job>-<job uid>
+        f"[{expect.kai.name}] the shape detector fired without judging Job {case.job_name}'s PodGroup: {shape}"
+    )
+
+
+def jobset_made(snap: Snapshot) -> Verdict:
+    """Trainer has made the TrainJob's JobSet (a suspended TrainJob gets one too, without pods)."""
+    return Verdict("jobset-made", len(snap.jobsets) == 1, f"{len(snap.jobsets)} JobSet(s) in the namespace")

@@ -10,6 +10,9 @@ Every case fills the cluster's GPUs with a first gang, then brings a second one.
 * Reclaim, across sibling queues: a queue running over its quota on GPUs another queue is owed is reclaimed when
   that queue asks within its quota (``Evict`` events of action ``reclaim``); a queue within its quota is never
   reclaimed.
+* Control: one pod of a running gang deleted by hand, its Job index never re-created, leaves the gang partially
+  evicted; the detector guarding every eviction above (``gang-never-partial``) fires once it has lasted longer
+  than an eviction may take: proof that it sees a partial gang on this cluster.
 
 KAI evicts by deleting pods; the suite's runtimes give each Job index a high backoff limit, so a victim's Job
 recreates its pods (pending) instead of failing.
@@ -23,12 +26,14 @@ from fixtures.render import RenderContext
 from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
-from suites.support.cases import PreemptionCase, ReclaimCase, param, skip_unless
+from suites.support.cases import PreemptionCase, ReclaimCase, param, require_gpus, skip_unless
+from suites.support.control_cases import PartialGangCase
 from suites.support.detectors import (
     PartialGangWatch,
     Verdict,
     all_of,
     eviction_recorded,
+    fires,
     gang_fully_bound,
     gang_undisturbed,
     nothing_bound,
@@ -36,10 +41,10 @@ from suites.support.detectors import (
 from suites.support.expectations import Expectations
 from suites.support.observe import Observer, Workload, visibility
 from suites.support.shapes import GpuSize
-from suites.support.snapshot import Snapshot, uid_of
+from suites.support.snapshot import Snapshot, name_of, uid_of
 from suites.support.timing import settle
 
-pytestmark = pytest.mark.preemption  # every case is also serial and disruptive (see its marks)
+pytestmark = pytest.mark.preemption  # every case but the control is also serial and disruptive (see its marks)
 
 # The PR-gate selection (-m "not slow") keeps one case per behaviour; the slow ones are its longer variants.
 PREEMPTION = [
@@ -51,6 +56,7 @@ PREEMPTION = [
 ]
 PREEMPTING = [c for c in PREEMPTION if c.preempts]
 NOT_PREEMPTING = [c for c in PREEMPTION if not c.preempts]
+CONTROL = [PartialGangCase()]
 
 
 @pytest.mark.parametrize("case", [param(c) for c in PREEMPTING])
@@ -116,6 +122,47 @@ def test_reclaim_takes_back_only_what_a_queue_borrowed(
         assert_evicted_whole(observer, holder, claimer, "reclaim", timeouts, record, expect)
     else:
         assert_undisturbed(observer, holder, claimer, timeouts, record, expect)
+
+
+@pytest.mark.control
+@pytest.mark.parametrize("case", [param(c) for c in CONTROL])
+def test_control_the_partial_gang_detector_fires_on_a_gang_left_partially_evicted(
+    case: PartialGangCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """One pod of a running gang deleted by hand and never replaced: the gang-never-partial detector, judging every
+    observation as it does during an eviction, fires once the gang has been partial for longer than one may take."""
+    require_gpus(ctx.layout, case.pods)
+    workspace.apply_all([case.queue(ctx), case.runtime(ctx)])
+    gang = start_filling_gang(workspace, observer, case.trainjob(ctx), case.workload, case.pods, timeouts, expect)
+    victim = gang.snapshot().bound_pods[0]
+    deleted = name_of(victim)
+    workspace.delete(victim, wait=False)  # the pod carries the suite's label (see PartialGangCase)
+
+    grace = settle(timeouts)
+    watch = PartialGangWatch(gang.size, grace)
+    judged: list[Verdict] = []
+
+    def partial_for_long(snap: Snapshot) -> Verdict:
+        judged[:] = [watch.observe(snap)]
+        return fires(judged[0])
+
+    gang.settle(
+        partial_for_long,
+        what=f"[{expect.kai.name}] the gang-never-partial detector to fire on {case.workload} without pod {deleted}",
+        timeout=grace + timeouts("api"),
+    )
+    verdict = judged[-1]
+    record.verdict(verdict, expect_violation=True)
+    assert not verdict.ok, (
+        f"[{expect.kai.name}] the preemption detector did not fire on a gang left partially evicted "
+        f"(pod {deleted} deleted, its Job index never re-created): {verdict}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------- shared steps

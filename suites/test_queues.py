@@ -13,6 +13,9 @@ Trainer copies no TrainJob label to the JobSet, Jobs or pods; KAI's podgrouper r
   one GPU over it binds nothing and KAI reports ``OverLimit`` naming the limited queue.
 * The queue does not move after creation: relabelling the TrainJob and regrouping its new pods (suspend, resume)
   keeps the PodGroup's ``spec.queue``.
+* Control: a TrainJob routed to one of the case's queues, judged by the routing detector as if meant for the other,
+  makes the detector fire naming the queue the PodGroup got (and the same detector holds for that queue): proof
+  that it reads ``spec.queue`` on this cluster.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from fixtures.waits import TimeoutPolicy
 from fixtures.workspace import Workspace
 from reports.records import CaseRecorder
 from suites.support.cases import HierarchyCase, QueueMoveCase, RoutingCase, param, require_gpus
+from suites.support.control_cases import MisroutedQueueCase
 from suites.support.detectors import (
     all_of,
     arrivals_as_expected,
@@ -64,6 +68,7 @@ HIERARCHY = [
     HierarchyCase("parent", over=False),
     HierarchyCase("parent", over=True),
 ]
+CONTROL = [MisroutedQueueCase()]
 
 
 @pytest.mark.parametrize("case", [param(c) for c in ROUTING])
@@ -216,3 +221,31 @@ def test_the_queue_does_not_move_after_creation(
     assert uid_of(snap.podgroups[0]) == uid_of(before.podgroups[0]), (
         "the PodGroup was replaced instead of kept, so the kept queue proves nothing"
     )
+
+
+@pytest.mark.control
+@pytest.mark.parametrize("case", [param(c) for c in CONTROL])
+def test_control_the_routing_detector_fires_on_a_podgroup_in_another_queue(
+    case: MisroutedQueueCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """A TrainJob routed to one queue, judged as if meant for another: the routing detector fires, naming the queue
+    the PodGroup got, and holds for that queue."""
+    routed, expected = case.routed_queue(ctx), case.expected_queue(ctx)
+    workspace.apply_all(case.manifests(ctx))
+    job = observer.workload("routed", 1)
+    snap = job.visible(timeouts("schedule"))  # the podgrouper sets spec.queue once, when it makes the PodGroup
+    verdict = podgroup_queue(snap, expected)
+    record.verdict(verdict, expect_violation=True)
+    assert not verdict.ok, (
+        f"[{expect.kai.name}] the queue detector did not fire on a PodGroup in the wrong queue "
+        f"(routed to {routed}, judged against {expected}): {verdict}"
+    )
+    own = podgroup_queue(snap, routed)
+    record.verdict(own)
+    assert own.ok, f"[{expect.kai.name}] the PodGroup is not in the queue its TrainJob names, {routed}: {own}"

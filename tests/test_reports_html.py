@@ -58,6 +58,12 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> generate.Written:
     return generate.merge(base / "report", sample.write_run_dirs(base / "runs"), sample.TITLE)
 
 
+def test_a_passed_control_case_shows_its_detector_fired(sample_report: generate.Written) -> None:
+    html = sample_report.html.read_text()
+    assert "control: detector fired as expected" in html
+    assert "control: must fire" not in html
+
+
 def test_the_report_loads_nothing_from_anywhere(sample_report: generate.Written) -> None:
     page = parse(sample_report.html.read_text())
     assert not [t for t, _ in page.tags if t in ("link", "img", "iframe", "object", "embed", "video", "audio")]

@@ -150,6 +150,18 @@ def test_failed_cases_lead_with_the_detector_explanation() -> None:
     assert case.failing_verdicts == [] and case.is_control
 
 
+def test_a_control_verdict_says_whether_its_detector_fired() -> None:
+    fired = DetectorVerdict("gang", False, "3 of 5 bound", expect_violation=True)
+    assert fired.heading == "gang (control: detector fired as expected)"
+    silent = DetectorVerdict("gang", True, "all 5 bound", expect_violation=True)
+    assert silent.heading == "gang (control: detector did not fire)"
+    assert DetectorVerdict("gang", False, "3 of 5 bound").heading == "gang"
+    failed = record("c", "failed", "product", markers=["control"], verdicts=[silent], message="E   AssertionError")
+    (case,) = report_of(failed).cases
+    assert case.headline == "gang (control: detector did not fire): all 5 bound"
+    assert "gang (control: detector did not fire): all 5 bound" in markdown.render(report_of(failed))
+
+
 def test_markdown_fits_a_pr_comment_and_escapes_table_cells() -> None:
     many = [
         record(f"t{i}", "failed", "product", title=f"a | b {i}", message="E   AssertionError: " + "x" * 2000)

@@ -1,5 +1,5 @@
 """Simulated KAI Scheduler: the podgrouper (skip-top-owner PodGroups named ``pg-<jobset>-<uid>``, owned by the JobSet,
-queue and priority precedence, SubGroups per version) and the scheduler (all-or-nothing gangs, hierarchical queue
+queue and priority precedence, SubGroups per version; a bare batch/v1 Job's flat PodGroup) and the scheduler (all-or-nothing gangs, hierarchical queue
 limits, whole-gang in-queue preemption with ``Evict`` events, ``Unschedulable`` conditions and events).
 """
 
@@ -24,6 +24,7 @@ class Kai(Simulation):
             job = self._owner(pod, kinds.JOB)
             jobset = job and self._owner(job, kinds.JOB_SET)
             if jobset is None:
+                changed |= job is not None and self._group_by_job(job, pod)
                 continue
             trainjob = self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
@@ -83,6 +84,36 @@ class Kai(Simulation):
             "spec": {"queue": queue, "priorityClassName": priority or ex.DEFAULT_PRIORITY_CLASS, **shape},
             "status": {},
         }  # fmt: skip
+
+    def _group_by_job(self, job: Obj, pod: Obj) -> bool:
+        """K8sJobGrouper for a Job without owner (hub.go: batch/v1 Job): one flat PodGroup ``pg-<job>-<job uid>``
+        owned by the Job, ``minMember`` from ``kai.scheduler/batch-min-member`` or 1 (job_grouper.go, v0.16/v0.17)."""
+        if job["metadata"].get("ownerReferences"):
+            return False
+        name = ex.POD_GROUP_NAME_FORMAT.format(jobset=job["metadata"]["name"], uid=uid_of(job))
+        changed = False
+        if self._find(kinds.POD_GROUP, name, job["metadata"]["namespace"]) is None:
+            top_owner = yaml.safe_dump({"name": job["metadata"]["name"], "uid": uid_of(job), "group": "batch",
+                                        "version": "v1", "kind": "Job"}, sort_keys=False)  # fmt: skip
+            annotations = job["metadata"].get("annotations") or {}
+            queue = labels_of(job).get(ex.QUEUE_LABEL) or labels_of(pod).get(ex.QUEUE_LABEL) or ex.DEFAULT_QUEUE
+            self.fake.put({
+                "apiVersion": kinds.POD_GROUP.api_version,
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": job["metadata"]["namespace"], "labels": labels_of(job),
+                             "annotations": {ex.TOP_OWNER_ANNOTATION: top_owner, **annotations},
+                             "ownerReferences": [self._ref(job, controller=False)]},
+                "spec": {"queue": queue, "priorityClassName": ex.DEFAULT_PRIORITY_CLASS,
+                         "minMember": int(annotations.get(ex.MIN_MEMBER_ANNOTATION, 1))},
+                "status": {},
+            })  # fmt: skip
+            changed = True
+        pod_annotations = pod["metadata"].setdefault("annotations", {})
+        if pod_annotations.get(ex.POD_GROUP_ANNOTATION) != name:
+            pod_annotations[ex.POD_GROUP_ANNOTATION] = name
+            self.fake.put(pod)
+            changed = True
+        return changed
 
     # --------------------------------------------------------------------------------------------- scheduling
     def _free(self) -> dict[str, int]:

@@ -114,6 +114,7 @@ class TrainerAndJobSet(Simulation):
             "metadata": {"name": name, "namespace": js["metadata"]["namespace"],
                          "labels": {**(job_meta.get("labels") or {}), **own},
                          "annotations": dict(job_meta.get("annotations") or {}), "ownerReferences": [self._ref(js)]},
-            "spec": {"parallelism": rjob["template"]["spec"].get("parallelism", 1),
+            # The Job template's own fields (completionMode, backoffLimitPerIndex, ...) are copied as JobSet does.
+            "spec": {**rjob["template"]["spec"], "parallelism": rjob["template"]["spec"].get("parallelism", 1),
                      "suspend": bool(js["spec"].get("suspend")), "template": pod_template},
         }  # fmt: skip
