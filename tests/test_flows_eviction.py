@@ -21,7 +21,8 @@ from clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND, pod_spec
 from fixtures import kinds
 from fixtures.waits import ConditionNotMet
 from suites import test_preemption
-from suites.support.snapshot import is_terminating
+from suites.support.observe import visibility
+from suites.support.snapshot import Snapshot, is_terminating
 from tests.fakes.controllers import SimulatedControllers
 from tests.fakes.job_controller import INDEX_FAILURE_COUNT, format_indexes, parse_indexes
 from tests.fakes.kube import FakeKube
@@ -317,12 +318,12 @@ def test_the_backoff_doubles_per_failure_of_the_index() -> None:
         settle(sim)
         evict(fake, sim, 0)
         settle(sim)
-        waited = 0
-        while len(pods_by_index(fake)[0]) == 1 and pods_by_index(fake)[0][0]["status"]["phase"] == "Failed":
+        for waited in range(0, 120, 5):
+            if any(p["status"]["phase"] == "Pending" for p in pods_by_index(fake)[0]):
+                waits.append(waited)
+                break
             clock.advance(5)
-            waited += 5
             settle(sim)
-        waits.append(waited)
     assert waits == [10, 20, 40]
 
 
@@ -331,3 +332,18 @@ def test_index_sets_print_as_the_job_status_does() -> None:
     assert format_indexes(set()) == ""
     assert parse_indexes("0-2,5,7-8") == {0, 1, 2, 5, 7, 8}
     assert parse_indexes(None) == set()
+
+
+def test_visibility_names_ended_pods_and_finished_jobs_and_stays_quiet_otherwise() -> None:
+    pod = bare_pod("victim-node-0-0", node="worker")
+    pod["status"] = {"phase": "Succeeded"}
+    ended = visibility(Snapshot(taken_at=0.0, pods=(pod,)), 2)
+    assert not ended.ok
+    assert ended.explanation.startswith("0 of 2 pods exist; 1 pod(s) ended Succeeded; an evicted pod that ends")
+    job = {"metadata": {"name": "victim-node-0"}, "status": {"failed": 2, "failedIndexes": "0-1", "conditions": [
+        {"type": "Failed", "status": "True"}]}}  # fmt: skip
+    failed = visibility(Snapshot(taken_at=0.0, jobs=(job,)), 2)
+    assert failed.explanation == (
+        "0 of 2 pods exist; Job victim-node-0 is Failed (succeeded 0, failed 2, completedIndexes -)"
+    )
+    assert "Trainer makes the JobSet" in visibility(Snapshot(taken_at=0.0), 2).explanation
