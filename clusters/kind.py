@@ -36,6 +36,21 @@ CREATE_HINT = (
 )
 
 
+LOAD_HINT = "build or pull the image first: `docker image inspect {image}` must succeed"
+WORKLOAD_IMAGE_HINT = (
+    "the cases' pods run {image} (--workload-image) and the kind nodes do not have it; get it into the local "
+    "Docker: `docker pull {image}` where its registry is reachable, or on an air-gapped machine `docker save` it "
+    "elsewhere and `docker load` it here; or pass --workload-image=<your mirror of it> (any image with a POSIX sh "
+    "and sleep)"
+)
+SAVE_HINT = (
+    "saving one platform of {image} needs Docker 28 or newer; or pull it with Docker's classic image store "
+    "(see kubernetes-sigs/kind#3795)"
+)
+#: What `kind load docker-image` says when the local image lacks platforms it tries to import (kind#3795).
+ONE_PLATFORM_STORED = "content digest"
+
+
 def kind_config(topology: Topology, node_image: str) -> dict[str, Any]:
     """The kind ``Cluster`` config for ``topology``: pinned node image, node labels, worker index labels."""
     nodes = []
@@ -142,14 +157,57 @@ class KindProvider:
             raise
         progress.report(f"kind cluster {self.name} created")
 
-    def load_images(self, images: tuple[str, ...]) -> None:
+    def load_images(self, images: tuple[str, ...], hint: str = LOAD_HINT) -> None:
         for image in images:
             progress.report(f"loading image {image} into kind cluster {self.name}")
             self._kind_step(
                 f"loading {image} into kind cluster {self.name}",
                 lambda cluster, image=image: cluster.load_docker_image(image),
-                f"build or pull the image first: `docker image inspect {image}` must succeed",
+                hint.format(image=image),
             )
+
+    def load_workload_image(self, image: str) -> None:
+        """Put the image of the cases' pods on every node before any case runs, so no case waits for a registry
+        pull (or fails without one): taken from the local Docker, pulled into it first when it is not there.
+        kind skips nodes that already have it."""
+        docker = commands.tool("docker")
+        present = self.runner([docker, "image", "inspect", "--format", "{{.Id}}", image],
+                              timeout=self.timeouts("api"), check=False)  # fmt: skip
+        if present.returncode != 0:
+            progress.report(f"pulling the workload image {image} (not in the local Docker)")
+            pulled = self.runner([docker, "pull", image], timeout=self.timeouts("install"), check=False)
+            if pulled.returncode != 0:
+                raise commands.CommandFailed(
+                    pulled.argv, f"failed (exit {pulled.returncode})", pulled.stderr or pulled.stdout,
+                    WORKLOAD_IMAGE_HINT.format(image=image),
+                )  # fmt: skip
+        try:
+            self.load_images((image,), WORKLOAD_IMAGE_HINT)
+        except commands.CommandFailed as failure:
+            if ONE_PLATFORM_STORED not in failure.output:
+                raise
+            self._load_one_platform(docker, image)
+
+    def _load_one_platform(self, docker: str, image: str) -> None:
+        """kind#3795: `kind load docker-image` imports every platform of a multi-platform image, while Docker's
+        containerd image store (the default of fresh Docker Engine 29 installs and of Docker Desktop) holds only
+        this machine's. Save just that platform (Docker ≥ 28) and load the archive instead."""
+        platform = self.runner([docker, "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"],
+                               timeout=self.timeouts("api")).stdout.strip()  # fmt: skip
+        archive = self.kubeconfig.parent / f"image-{self.name}.tar"
+        progress.report(f"loading {image} into kind cluster {self.name} as a {platform} archive (kind#3795)")
+        try:
+            for argv, hint in (
+                ([docker, "image", "save", "--platform", platform, "--output", str(archive), image], SAVE_HINT),
+                ([self._kind(), "load", "image-archive", str(archive), "--name", self.name], LOAD_HINT),
+            ):
+                done = self.runner(argv, timeout=self.timeouts("install"), check=False)
+                if done.returncode != 0:
+                    raise commands.CommandFailed(
+                        argv, f"failed (exit {done.returncode})", done.stderr or done.stdout, hint.format(image=image)
+                    )
+        finally:
+            archive.unlink(missing_ok=True)
 
     def delete(self) -> None:
         progress.report(f"deleting kind cluster {self.name}")

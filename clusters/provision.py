@@ -1,8 +1,8 @@
 """One cluster per run: provisioned once (the first process to ask), shared by every xdist worker, torn down once.
 
 :func:`acquire` runs under a file lock in the run's state directory. The first process provisions: kind cluster
-(or connection to an existing one), images loaded, stack installed or verified, fake GPUs, the suite's own
-objects; it saves :class:`~clusters.state.ClusterState` as soon as a kind cluster exists (so teardown applies
+(or connection to an existing one), images loaded (``--load-image`` and the workload image), stack installed or
+verified, fake GPUs, the suite's own objects; it saves :class:`~clusters.state.ClusterState` as soon as a kind cluster exists (so teardown applies
 even if a later step fails) and again, ``ready``, at the end. Every other process reads the state. A failure is
 written next to it, so other workers fail at once with the same message instead of provisioning again.
 
@@ -114,6 +114,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
             state = dataclasses.replace(state, created_by_run=True, kept=previous.kept)
         state.save(run.state_dir)  # from here on, teardown applies whatever fails next
         provider.load_images(settings.sources.load_images)
+        provider.load_workload_image(settings.workload_image)
         kube = tools.client(state.kubeconfig, state.context)
     else:
         state, kube = existing.connect(

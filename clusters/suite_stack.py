@@ -2,8 +2,9 @@
 
 The runtimes are modelled on Trainer's ``torch-distributed`` (one ``node`` replicatedJob labelled as the
 trainer ancestor step, a container named ``node``), with ``schedulerName: kai-scheduler`` in the pod template
-(the way KAI's podgrouper picks pods up, since Trainer has no KAI plugin) and a tiny image that stays Running.
-A twin runtime without ``schedulerName`` lets control cases run the same workload under the default scheduler.
+(the way KAI's podgrouper picks pods up, since Trainer has no KAI plugin) and a tiny workload that stays Running
+until it is evicted, and then ends ``Failed`` (:data:`WORKLOAD_COMMAND`). A twin runtime without
+``schedulerName`` lets control cases run the same workload under the default scheduler.
 
 Tests create their own leaf queues under :data:`PARENT_QUEUE`, so their quotas never touch the cluster's.
 """
@@ -29,6 +30,29 @@ WORKLOAD_REQUESTS = {"cpu": "10m", "memory": "16Mi"}
 #: index (10 s after a first eviction) instead of the Job-wide exponential delay, which a whole evicted gang would
 #: push to its 6-minute cap.
 WORKLOAD_BACKOFF_LIMIT_PER_INDEX = 1000
+
+#: Exit code of the workload container when it is evicted: it traps SIGTERM and exits 128 + 15.
+EVICTED_EXIT_CODE = 143
+#: What every workload container runs (the image needs a POSIX ``sh`` and ``sleep``; see --workload-image).
+#:
+#: Why not ``pause`` with its own entrypoint: KAI evicts by deleting the pod, the kubelet sends SIGTERM, and pause
+#: exits 0 on SIGTERM (build/pause/linux/pause.c ``sigdown``). With every container exited 0 the kubelet reports
+#: the deleted pod ``Succeeded`` (pkg/kubelet/kubelet_pods.go ``getPhase``: a terminal pod whose containers all
+#: succeeded), the Job controller counts its index as completed (pkg/controller/job/job_controller.go
+#: ``trackJobStatusAndRemoveFinalizers``) and never recreates it: the victim would not return to pending.
+#:
+#: This command stays Running and exits non-zero at once on SIGTERM. The trap is needed because a container's
+#: PID 1 gets no default signal action (pid_namespaces(7)): without a handler, SIGTERM is ignored and the runtime
+#: SIGKILLs the container after the grace period (exit 137, also ``Failed``, but 2 s later). ``sleep 1 & wait``
+#: rather than a foreground ``sleep``: POSIX sh runs a trap only after a foreground command ends, while ``wait`` is
+#: interrupted by a trapped signal at once (POSIX XCU 2.11 "Signals and Error Handling").
+WORKLOAD_COMMAND = ["sh", "-c", f"trap 'exit {EVICTED_EXIT_CODE}' TERM; while true; do sleep 1 & wait $!; done"]
+#: Seconds between SIGTERM and SIGKILL asked of the kubelet. 0 and 1 end the same way: the kubelet never gives a
+#: container less than 2 s (pkg/kubelet/kuberuntime/kuberuntime_manager.go ``minimumGracePeriodInSeconds = 2``,
+#: applied in kuberuntime_container.go ``killContainer``), and the workload exits within milliseconds of SIGTERM.
+#: 0 also lets the API server drop a deleted pod that has no node or no finalizer at once
+#: (pkg/registry/core/pod/strategy.go ``CheckGracefulDelete``), which keeps cleanup fast.
+WORKLOAD_GRACE_SECONDS = 0
 
 
 def unlimited_resources() -> dict[str, Any]:
@@ -56,12 +80,12 @@ def pod_spec(
     restart_policy: str | None = None,
 ) -> dict:
     spec: dict[str, Any] = {
-        # pause exits on SIGTERM at once; no grace period keeps evictions and cleanup fast.
-        "terminationGracePeriodSeconds": 0,
+        "terminationGracePeriodSeconds": WORKLOAD_GRACE_SECONDS,
         "containers": [
             {
                 "name": container,
                 "image": image,
+                "command": list(WORKLOAD_COMMAND),
                 "imagePullPolicy": "IfNotPresent",
                 "resources": {"requests": dict(WORKLOAD_REQUESTS)},
             }

@@ -15,7 +15,9 @@ Every case fills the cluster's GPUs with a first gang, then brings a second one.
   than an eviction may take: proof that it sees a partial gang on this cluster.
 
 KAI evicts by deleting pods; the suite's runtimes give each Job index a high backoff limit, so a victim's Job
-recreates its pods (pending) instead of failing.
+recreates its pods (pending) instead of failing. That needs an evicted pod to end ``Failed``: the workload exits
+non-zero on SIGTERM (clusters/suite_stack.py ``WORKLOAD_COMMAND``); a pod that ended ``Succeeded`` would complete its
+index and never come back (docs/suites.md, "The workload").
 """
 
 from __future__ import annotations
@@ -224,6 +226,7 @@ def assert_evicted_whole(
         what=f"{row} {victim.name}'s Jobs recreated its {victim.size} pods, pending",
         timeout=timeouts("evict"),
         guard=guard,
+        owners=True,  # a failure then says whether the victim's Jobs finished instead
     )
     _, settled = observer.holds(
         newcomer_runs_victim_waits,

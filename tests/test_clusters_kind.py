@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters import kind, tools
+from clusters import commands, kind, tools
 from clusters.catalog import load_topology
 from clusters.commands import CommandFailed
 from fixtures import errors
 from fixtures.waits import TimeoutPolicy
-from tests.fakes.commands import FakeKind, tools_on_path
+from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 
 IMAGE = "kindest/node:v1.35.5@sha256:ce977ae6d65918d0b58a5f8b5e940429c2ce42fa3a5619ec2bbc60b949c0ac95"
 GPU_LABELS = {"nvidia.com/gpu.product": "KAI-Conformance-Fake-GPU", "nvidia.com/gpu.memory": "11441"}
@@ -208,3 +208,65 @@ def test_delete_runs_kind_delete_with_the_kubeconfig(fake_kind: FakeKind, tmp_pa
         ["delete", "cluster", "--name=kc-test", f"--kubeconfig={kind.kubeconfig_path(tmp_path, 'kc-test')}"]
     ]
     assert fake_kind.state["clusters"] == []
+
+
+WORKLOAD_IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+
+
+def docker_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRunner:
+    """docker answered by a fake runner (the image is local, Docker's platform is linux/amd64), kind by the fake."""
+    tools_on_path(tmp_path / "bin", monkeypatch, names=("docker",))
+    runner = FakeRunner()
+    runner.on("kind", action=lambda argv: commands.run(argv, timeout=10, check=False))
+    runner.on("docker", "image", "inspect", stdout="sha256:0b5e\n")
+    runner.on("docker", "version", stdout="linux/amd64\n")
+
+    def save(argv: tuple[str, ...]) -> None:
+        Path(argv[argv.index("--output") + 1]).write_text(argv[-1])
+
+    runner.on("docker", "image", "save", action=save)
+    return runner
+
+
+def test_the_workload_image_is_loaded_from_local_docker(fake_kind: FakeKind, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    up(tmp_path)
+    runner = docker_world(tmp_path, monkeypatch)
+    p = kind.KindProvider("kc-test", kind.kubeconfig_path(tmp_path, "kc-test"), TimeoutPolicy(0.1), runner)
+    p.load_workload_image(WORKLOAD_IMAGE)
+    assert fake_kind.state["loaded"] == [WORKLOAD_IMAGE]
+    assert runner.commands("docker", "pull") == []
+
+
+def test_a_one_platform_image_store_is_loaded_as_a_single_platform_archive(
+    fake_kind: FakeKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Docker's containerd image store keeps one platform of a multi-platform image; `kind load docker-image`
+    then fails (kind#3795), so the image goes in as an archive of that one platform."""
+    up(tmp_path)
+    fake_kind.update(one_platform_images=[WORKLOAD_IMAGE])
+    runner = docker_world(tmp_path, monkeypatch)
+    p = kind.KindProvider("kc-test", kind.kubeconfig_path(tmp_path, "kc-test"), TimeoutPolicy(0.1), runner)
+    p.load_workload_image(WORKLOAD_IMAGE)
+    archive = str(tmp_path / "image-kc-test.tar")
+    assert runner.commands("docker", "image", "save") == [
+        ("docker", "image", "save", "--platform", "linux/amd64", "--output", archive, WORKLOAD_IMAGE)
+    ]
+    assert fake_kind.calls("load", "image-archive") == [["load", "image-archive", archive, "--name", "kc-test"]]
+    assert fake_kind.state["loaded"] == [WORKLOAD_IMAGE]
+    assert not Path(archive).exists()
+
+
+def test_an_old_docker_that_cannot_save_one_platform_says_what_to_do(
+    fake_kind: FakeKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    up(tmp_path)
+    fake_kind.update(one_platform_images=[WORKLOAD_IMAGE])
+    runner = docker_world(tmp_path, monkeypatch)
+    runner.on("docker", "image", "save", returncode=125, stderr="unknown flag: --platform")
+    p = kind.KindProvider("kc-test", kind.kubeconfig_path(tmp_path, "kc-test"), TimeoutPolicy(0.1), runner)
+    with pytest.raises(
+        CommandFailed, match=r"(?s)unknown flag: --platform\nfix: saving one platform of .* needs Docker 28"
+    ):
+        p.load_workload_image(WORKLOAD_IMAGE)
+    assert fake_kind.state["loaded"] == []

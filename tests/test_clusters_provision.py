@@ -24,6 +24,7 @@ from tests.fakes.kube import FakeKube
 pytestmark = pytest.mark.usefixtures("fast_polling")
 
 RUN_ID = "20260101-000000-abcd"
+WORKLOAD_IMAGE = "registry.k8s.io/pause:3.10"  # tests.fakes.installation.make_settings
 
 
 @dataclass
@@ -44,12 +45,13 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeKube) -> World:
     monkeypatch.chdir(tmp_path)
-    tools_on_path(tmp_path / "bin", monkeypatch)
+    tools_on_path(tmp_path / "bin", monkeypatch, names=("helm", "kubectl", "docker"))
     monkeypatch.setattr(tools, "TOOLS_BIN", tmp_path / "no-tools")
     fake_kind = FakeKind.install(tmp_path / "bin", monkeypatch)
     stack = SimulatedStack(fake)
     stack.add_workers(3)
     stack.runner.on("kind", action=lambda argv: commands.run(argv, timeout=10, check=False))
+    stack.runner.on("docker", "image", "inspect", stdout="sha256:0b5e\n")  # the workload image is in local Docker
     return World(fake_kind, stack, tmp_path)
 
 
@@ -173,9 +175,31 @@ def test_loaded_images_go_in_before_the_install(world: World) -> None:
     images = ("localhost/kai/operator:pr-1", "localhost/kai/scheduler:pr-1")
     sources = InstallSources(kai_image_registry="localhost/kai", kai_image_tag="pr-1", load_images=images)
     state = acquire(make_settings(world.tmp, sources=sources), world.run(), world.tools())
-    assert world.kind.state["loaded"] == list(images)
+    assert world.kind.state["loaded"] == [*images, WORKLOAD_IMAGE]
     assert state.stack["loaded_images"] == list(images)
     assert state.stack["components"]["kai"]["values"]["global"] == {"registry": "localhost/kai", "tag": "pr-1"}
+
+
+def test_the_workload_image_is_pulled_when_absent_then_loaded(world: World) -> None:
+    world.stack.runner.on("docker", "image", "inspect", returncode=1, stderr="Error: No such image")
+    world.stack.runner.on("docker", "pull")
+    acquire(make_settings(world.tmp), world.run(), world.tools())
+    assert world.stack.runner.commands("docker", "pull") == [("docker", "pull", WORKLOAD_IMAGE)]
+    assert world.kind.state["loaded"] == [WORKLOAD_IMAGE]
+
+
+def test_a_workload_image_that_cannot_be_had_names_the_air_gapped_fixes(world: World) -> None:
+    world.stack.runner.on("docker", "image", "inspect", returncode=1, stderr="Error: No such image")
+    world.stack.runner.on("docker", "pull", returncode=1, stderr="dial tcp: lookup registry.k8s.io: no such host")
+    with pytest.raises(commands.CommandFailed) as failure:
+        acquire(make_settings(world.tmp), world.run(), world.tools())
+    message = str(failure.value)
+    assert message.startswith(f"`docker pull {WORKLOAD_IMAGE}` failed (exit 1):\n  dial tcp: lookup registry.k8s.io")
+    assert f"fix: the cases' pods run {WORKLOAD_IMAGE} (--workload-image)" in message
+    assert "`docker save` it elsewhere and `docker load` it here" in message
+    assert "--workload-image=<your mirror of it> (any image with a POSIX sh and sleep)" in message
+    assert world.kind.state["loaded"] == []
+    assert world.kind.calls("delete") == [], "the created cluster stays for teardown, which deletes it"
 
 
 # ------------------------------------------------------------------------------------------------ existing

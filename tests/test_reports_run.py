@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from clusters.catalog import Catalog
 from reports import categories
 from reports.generate import load
 from reports.model import Status, build
@@ -240,7 +241,11 @@ def test_a_failed_case_has_diagnostics_and_its_objects_attached(run: dict) -> No
     for attachment in failed.attachments:
         assert (report / attachment).is_file()
     rendered = (report / next(a for a in failed.attachments if a.endswith("case-objects.yaml"))).read_text()
-    assert "pod-two-pods" in rendered and "kai-conformance/run" in rendered and "registry.k8s.io/pause" in rendered
+    assert (
+        "pod-two-pods" in rendered
+        and "kai-conformance/run" in rendered
+        and Catalog.load().defaults["workload_image"] in rendered
+    )
     assert not (report / "diagnostics" / "test_old.py__test_gone").exists()
 
 

@@ -9,6 +9,7 @@ the detector's last explanation.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from suites.support.snapshot import (
 )
 
 Check = Callable[[Snapshot], Verdict]
+TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 class _OutOfTime(Exception):
@@ -219,9 +221,8 @@ def visibility(snap: Snapshot, size: int, *, kai: bool = True) -> Verdict:
     pods = len(snap.live_pods)
     text = f"{pods} of {size} pods exist"
     if pods < size:
-        return Verdict(
-            "visible", False, text + " (Trainer makes the JobSet, JobSet the Jobs, the Job controller the pods)"
-        )
+        why = finished_jobs(snap) or " (Trainer makes the JobSet, JobSet the Jobs, the Job controller the pods)"
+        return Verdict("visible", False, text + why)
     if kai and snap.podgroup is None:
         found = f"{len(snap.podgroups)} PodGroups" if snap.podgroups else "no PodGroup yet"
         return Verdict(
@@ -229,3 +230,33 @@ def visibility(snap: Snapshot, size: int, *, kai: bool = True) -> Verdict:
             "schedulerName kai-scheduler; see logs-kai-podgrouper.txt)"
         )  # fmt: skip
     return Verdict("visible", True, text + (f"; PodGroup {name_of(snap.podgroup)}" if kai and snap.podgroup else ""))
+
+
+def finished_jobs(snap: Snapshot) -> str:
+    """Why missing pods will not come back: the workload's pods that ended and its Jobs that finished (Jobs are
+    in the snapshot when it was taken with ``owners=True``). A Job counts a pod that ended ``Succeeded`` as a
+    completed index and never runs that index again, even when the pod was deleted (evicted)."""
+    parts = []
+    ended = Counter(p["status"]["phase"] for p in snap.pods if p.get("status", {}).get("phase") in TERMINAL_PHASES)
+    if ended:
+        parts.append(", ".join(f"{n} pod(s) ended {phase}" for phase, n in sorted(ended.items())))
+    completed = False
+    for job in snap.jobs:
+        status = job.get("status") or {}
+        done = [c["type"] for c in status.get("conditions") or [] if c.get("type") in ("Complete", "Failed")
+                and c.get("status") == "True"]  # fmt: skip
+        if done:
+            completed |= done[0] == "Complete"
+            parts.append(
+                f"Job {name_of(job)} is {done[0]} (succeeded {status.get('succeeded', 0)}, failed "
+                f"{status.get('failed', 0)}, completedIndexes {status.get('completedIndexes') or '-'})"
+            )
+    if not parts:
+        return ""
+    text = "; " + "; ".join(parts)
+    if completed or ended.get("Succeeded"):
+        text += (
+            "; an evicted pod that ends Succeeded (its container exits 0 on SIGTERM, as pause does) completes its "
+            "index and is never recreated: the workload must exit non-zero when evicted (docs/suites.md, The workload)"
+        )
+    return text

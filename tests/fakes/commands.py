@@ -116,7 +116,14 @@ elif verb == "delete cluster":
 elif verb == "load docker-image":
     if args[-1] in state["missing_images"]:
         finish(1, "ERROR: image: \\"%s\\" not present locally" % args[-1])
+    if args[-1] in state.get("one_platform_images", []):
+        finish(1, "ERROR: failed to load image: command \\"docker exec --privileged -i kc-control-plane ctr "
+                  "--namespace=k8s.io images import --all-platforms --digests --snapshotter=overlayfs -\\" failed "
+                  "with error: exit status 1\\nCommand Output: ctr: content digest sha256:b1ad: not found")
     state["loaded"].append(args[-1])
+elif verb == "load image-archive":
+    with open(args[2]) as f:
+        state["loaded"].append(f.read())
 elif verb == "get kubeconfig":
     print(KUBECONFIG.format(name=flag("name"), server=state["server"]), end="")
 finish()

@@ -1,14 +1,18 @@
 """Simulated controllers on :class:`~tests.fakes.kube.FakeKube`: Trainer, JobSet, the Job controller, KAI's
-podgrouper and scheduler, and the default scheduler — reduced to what the suites observe.
+podgrouper and scheduler, the default scheduler and the kubelet — reduced to what the suites observe.
 
 They run as a FakeKube reactor: before every API call the suite makes, the controllers reconcile until nothing
 changes, so a suite case runs end to end, offline, in milliseconds. The behaviour follows the upstream facts the
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``) over the shared ground of ``simulation``.
+module (``trainer_jobset``, ``job_controller``, ``kai``, ``kubelet``) over the shared ground of ``simulation``.
 
-Not simulated: reclaim across queues, Job back-off delays, events other than the ones the suites read.
+The kubelet runs right after the scheduler, so a pod is Running as soon as it is bound; an evicted pod ends
+``Succeeded`` or ``Failed`` by its exit codes before the Job controller replaces it (on a real cluster the kubelet
+ends a deleted pod within seconds, the Job controller replaces it 10 s later at the earliest).
+
+Not simulated: reclaim across queues, events other than the ones the suites read, image pulls.
 """
 
 from __future__ import annotations
@@ -16,13 +20,18 @@ from __future__ import annotations
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
 from tests.fakes.kube import Call, FakeKube
+from tests.fakes.kubelet import Kubelet
 from tests.fakes.simulation import Faults, Simulation
 from tests.fakes.trainer_jobset import TrainerAndJobSet
 
 __all__ = ["Faults", "SimulatedControllers"]
 
+#: Rounds of every controller per API call: enough for TrainJob → JobSet → Job → Pod → PodGroup → bound → Running,
+#: and for eviction → ended → counted → replaced, in one call.
+RECONCILE_ROUNDS = 10
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Simulation):
+
+class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Kubelet, Simulation):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False
@@ -36,8 +45,9 @@ class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Simulation):
             return
         self._busy = True
         try:
-            for _ in range(6):
-                if not any([self.trainer(), self.jobsets(), self.jobs(), self.podgrouper(), self.scheduler()]):
+            for _ in range(RECONCILE_ROUNDS):
+                steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.kubelet)
+                if not any([step() for step in steps]):
                     break
         finally:
             self._busy = False

@@ -137,11 +137,10 @@ class Kai(Simulation):
         return placed
 
     def _bind(self, pod: Obj, node: str) -> None:
-        now = self._now()
+        """What a binder does: the node and ``PodScheduled=True``; the kubelet (tests/fakes/kubelet.py) runs it."""
         pod["spec"]["nodeName"] = node
-        pod["status"] = {"phase": "Running",
-                         "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
-                         "containerStatuses": [{"name": "node", "state": {"running": {"startedAt": now}}}]}  # fmt: skip
+        pod["status"] = {"phase": "Pending",
+                         "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": self._now()}]}  # fmt: skip
         self.fake.put(pod)
 
     def scheduler(self) -> bool:
@@ -226,7 +225,7 @@ class Kai(Simulation):
         if not placement or not bound:
             return None
         for victim, pod in bound:
-            self.fake._remove(kinds.POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            self._api_delete(pod)  # KAI's evictor deletes the pod (default_evictor.go), no Eviction API
             event = self.fake.record_event(
                 victim,
                 ex.EVICT_EVENT_REASON,

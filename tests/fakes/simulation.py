@@ -11,12 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.layout import GpuLayout
+from fixtures import kinds
 from fixtures.kinds import Kind
 from suites.support import expectations as ex
 from suites.support.snapshot import uid_of
 from tests.fakes.kube import FakeKube
 
 Obj = dict[str, Any]
+#: What the Job controller puts on every pod it creates and removes once it has counted the pod.
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+#: Kubernetes' default ``terminationGracePeriodSeconds`` (pkg/apis/core/v1/defaults.go).
+DEFAULT_GRACE_SECONDS = 30
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -40,6 +45,10 @@ class Simulation:
     layout: GpuLayout
     kai_version: str = "v0.17.0"
     faults: Faults = field(default_factory=Faults)
+    #: Seconds the Job controller waits before it replaces the first failed pod of an index (doubling with each
+    #: further failure of that index). Upstream: 10 s (pkg/controller/job/job_controller.go
+    #: ``DefaultJobPodFailureBackOff``); 0 keeps flows instant. Measured on the FakeKube clock.
+    pod_failure_backoff: float = 0.0
 
     def __post_init__(self) -> None:
         self.row = ex.kai_row(self.kai_version)
@@ -75,6 +84,38 @@ class Simulation:
 
     def _now(self) -> str:
         return self.fake.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    # ---------------------------------------------------------------------------------- API server semantics
+    def _api_delete(self, pod: Obj) -> None:
+        """DELETE of a pod as the API server does it: a pod that is on a node and not finished is deleted
+        gracefully with its ``terminationGracePeriodSeconds`` (pkg/registry/core/pod/strategy.go
+        ``CheckGracefulDelete``; no node or a terminal phase → 0); a graceful deletion or a finalizer keeps the
+        object, with ``deletionTimestamp`` set, until the kubelet and the finalizers' owners are done
+        (apiserver registry/generic/registry/store.go); otherwise it is gone at once."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        grace = pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+        if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            grace = 0
+        if not grace and not meta.get("finalizers"):
+            self.fake._remove(kinds.POD, meta["namespace"], meta["name"])
+            return
+        meta["deletionTimestamp"] = self._now()
+        meta["deletionGracePeriodSeconds"] = grace
+        self.fake.put(pod)
+
+    def _drop_finalizer(self, pod: Obj, finalizer: str) -> None:
+        """Remove one finalizer; a pod deleted with grace 0 that is left with none is gone at once (the store's
+        ``ShouldDeleteDuringUpdate``), a graceful one stays until the kubelet's final delete."""
+        meta = pod["metadata"]
+        meta["finalizers"] = [f for f in meta.get("finalizers") or [] if f != finalizer]
+        if not meta["finalizers"]:
+            del meta["finalizers"]
+            if meta.get("deletionTimestamp") and not meta.get("deletionGracePeriodSeconds"):
+                self.fake._remove(kinds.POD, meta["namespace"], meta["name"])
+                return
+        self.fake.put(pod)
 
 
 def merge_metadata(target: Obj, metadata: Obj | None) -> None:

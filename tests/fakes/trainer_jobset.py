@@ -30,7 +30,27 @@ class TrainerAndJobSet(Simulation):
                 jobset["spec"]["suspend"] = suspended
                 self.fake.put(jobset)
                 changed = True
+            else:
+                changed |= self._trainjob_finished(tj, jobset)
         return changed
+
+    def _trainjob_finished(self, tj: Obj, jobset: Obj) -> bool:
+        """A finished JobSet finishes its TrainJob (``Completed`` → ``Complete``, ``Failed`` → ``Failed``)."""
+        ended = true_conditions(jobset)
+        for jobset_type, trainjob_type in (("Completed", "Complete"), ("Failed", "Failed")):
+            if jobset_type in ended:
+                return self._add_terminal_condition(tj, trainjob_type, f"JobSet{jobset_type}")
+        return False
+
+    def _add_terminal_condition(self, obj: Obj, condition: str, reason: str) -> bool:
+        """Add the terminal condition ``condition`` once."""
+        if condition in true_conditions(obj):
+            return False
+        obj.setdefault("status", {}).setdefault("conditions", []).append(
+            {"type": condition, "status": "True", "reason": reason, "lastTransitionTime": self._now()}
+        )
+        self.fake.put(obj)
+        return True
 
     def _runtime_of(self, tj: Obj) -> Obj | None:
         ref = tj["spec"]["runtimeRef"]
@@ -57,8 +77,13 @@ class TrainerAndJobSet(Simulation):
             pod_template = rjob["template"]["spec"]["template"]
             if self.faults.trainer_copies_trainjob_labels:
                 merge_metadata(pod_template, {"labels": labels_of(tj)})
+            job_spec = rjob["template"]["spec"]
             if (rjob["template"].get("metadata") or {}).get("labels", {}).get(TRAINER_ANCESTOR_LABEL) == "trainer":
-                rjob["template"]["spec"]["parallelism"] = trainer.get("numNodes", 1)
+                job_spec["parallelism"] = trainer.get("numNodes", 1)
+            # Trainer sets parallelism = completions on every replicatedJob (upstream-facts A3).
+            job_spec.setdefault("parallelism", 1)
+            job_spec["completions"] = job_spec["parallelism"]
+            if (rjob["template"].get("metadata") or {}).get("labels", {}).get(TRAINER_ANCESTOR_LABEL) == "trainer":
                 node = next(c for c in pod_template["spec"]["containers"] if c["name"] == "node")
                 node["resources"] = copy.deepcopy(trainer.get("resourcesPerNode") or node.get("resources") or {})
         return {
@@ -73,6 +98,7 @@ class TrainerAndJobSet(Simulation):
     def jobsets(self) -> bool:
         changed = False
         for js in self._all(kinds.JOB_SET):
+            changed |= self._jobset_finished(js)
             ns, suspended = js["metadata"]["namespace"], bool(js["spec"].get("suspend"))
             for rjob in js["spec"]["replicatedJobs"]:
                 if not self._dependencies_ready(js, rjob):
@@ -88,6 +114,18 @@ class TrainerAndJobSet(Simulation):
                         self.fake.put(job)
                         changed = True
         return changed
+
+    def _jobset_finished(self, js: Obj) -> bool:
+        """JobSet's defaults: ``Completed`` once all its Jobs are ``Complete`` (success policy ``All``), ``Failed``
+        as soon as one Job failed (failure policy without restarts)."""
+        jobs = self._owned(kinds.JOB, js)
+        ended = [true_conditions(j) for j in jobs]
+        if any("Failed" in e for e in ended):
+            return self._add_terminal_condition(js, "Failed", "FailedJobs")
+        expected = sum(r.get("replicas", 1) for r in js["spec"]["replicatedJobs"])
+        if len(jobs) == expected and all("Complete" in e for e in ended):
+            return self._add_terminal_condition(js, "Completed", "AllJobsCompleted")
+        return False
 
     def _dependencies_ready(self, js: Obj, rjob: Obj) -> bool:
         for dependency in rjob.get("dependsOn") or []:
@@ -115,6 +153,11 @@ class TrainerAndJobSet(Simulation):
                          "labels": {**(job_meta.get("labels") or {}), **own},
                          "annotations": dict(job_meta.get("annotations") or {}), "ownerReferences": [self._ref(js)]},
             # The Job template's own fields (completionMode, backoffLimitPerIndex, ...) are copied as JobSet does.
-            "spec": {**rjob["template"]["spec"], "parallelism": rjob["template"]["spec"].get("parallelism", 1),
+            "spec": {**copy.deepcopy(rjob["template"]["spec"]),
+                     "parallelism": rjob["template"]["spec"].get("parallelism", 1),
                      "suspend": bool(js["spec"].get("suspend")), "template": pod_template},
         }  # fmt: skip
+
+
+def true_conditions(obj: Obj) -> set[str]:
+    return {c["type"] for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
