@@ -12,6 +12,7 @@ import pytest
 
 from clusters import tools
 from clusters.install.stack import install_stack
+from clusters.suite_stack import queue
 from fixtures import kinds, plugin
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
@@ -60,7 +61,7 @@ def cluster_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeKub
     monkeypatch.setattr(tools, "TOOLS_BIN", tmp_path / "no-tools")
     stack = SimulatedStack(fake)
     install_stack(install_context(make_settings(tmp_path), stack))
-    fake.put({"apiVersion": kinds.QUEUE.api_version, "kind": "Queue", "metadata": {"name": "production"}})
+    fake.put(queue("production"))  # the cluster's own, not the suite's
     fake.calls.clear()
     monkeypatch.setattr(plugin, "SUITES_DIR", tmp_path / "suites")
     monkeypatch.chdir(tmp_path)

@@ -7,6 +7,10 @@ suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message.
 
+A plain batch Job's pods are grouped too (one PodGroup per Job, minMember 1: KAI's Job grouper), and a Job counts
+a pod that vanished as failed (or, with ``evicted_pods_succeed``, succeeded), as the readiness probe of
+``clusters/install/behaviour.py`` observes on a real cluster.
+
 Not simulated: reclaim across queues, Job back-off delays, events other than the ones the suites read.
 """
 
@@ -43,6 +47,14 @@ class Faults:
     trainer_copies_trainjob_labels: bool = False
     #: The podgrouper recomputes spec.queue on every reconcile (it must keep it).
     podgrouper_moves_queue: bool = False
+    #: KAI's podgrouper does not run: no pod gets a PodGroup.
+    podgrouper_down: bool = False
+    #: KAI's binder does not run: the scheduler's BindRequests are never carried out.
+    binder_down: bool = False
+    #: The kubelet cannot start the workload image: bound pods stay Pending with a pull error.
+    image_does_not_start: bool = False
+    #: The workload image exits 0 on SIGTERM: a deleted (evicted) pod counts as succeeded, not failed.
+    evicted_pods_succeed: bool = False
 
 
 @dataclass
@@ -57,6 +69,7 @@ class SimulatedControllers:
         self._busy = False
         self._names = itertools.count(1)
         self._seen: dict[str, int] = {}  # PodGroup uid → order of creation (KAI considers older groups first)
+        self._job_pods: dict[str, set[str]] = {}  # Job uid → names of the pods it had
 
     def install(self) -> SimulatedControllers:
         self.fake.reactors.append(self._react)
@@ -211,6 +224,7 @@ class SimulatedControllers:
     def jobs(self) -> bool:
         changed = False
         for job in self._all(kinds.JOB):
+            changed |= self._count_gone(job)
             live = [p for p in self._owned(kinds.POD, job) if not is_terminating(p)]
             if job["spec"].get("suspend"):
                 for pod in live:
@@ -223,6 +237,19 @@ class SimulatedControllers:
                     self.fake.put(self._pod_for(job, index))
                     changed = True
         return changed
+
+    def _count_gone(self, job: Obj) -> bool:
+        """A pod of the Job that vanished (deleted before it ended) counts as failed, as the Job controller does."""
+        names = {p["metadata"]["name"] for p in self._owned(kinds.POD, job)}
+        gone = self._job_pods.get(uid_of(job), set()) - names
+        self._job_pods[uid_of(job)] = names
+        if not gone or job["spec"].get("suspend"):  # suspending a Job removes its pods without counting them
+            return False
+        status = job.setdefault("status", {})
+        key = "succeeded" if self.faults.evicted_pods_succeed else "failed"
+        status[key] = status.get(key, 0) + len(gone)
+        self.fake.put(job)
+        return True
 
     def _pod_for(self, job: Obj, index: int) -> Obj:
         template = copy.deepcopy(job["spec"]["template"])
@@ -242,12 +269,15 @@ class SimulatedControllers:
     # ------------------------------------------------------------------------------------- KAI's podgrouper
     def podgrouper(self) -> bool:
         changed = False
+        if self.faults.podgrouper_down:
+            return False
         for pod in self._all(kinds.POD):
             if pod["spec"].get("schedulerName") != KAI_SCHEDULER_NAME or is_terminating(pod):
                 continue
             job = self._owner(pod, kinds.JOB)
             jobset = job and self._owner(job, kinds.JOB_SET)
             if jobset is None:
+                changed |= job is not None and self._group_job(pod, job)
                 continue
             trainjob = self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
@@ -273,6 +303,25 @@ class SimulatedControllers:
                     labels[ex.SUBGROUP_LABEL] = subgroup
                 self.fake.put(pod)
                 changed = True
+        return changed
+
+    def _group_job(self, pod: Obj, job: Obj) -> bool:
+        """A plain batch Job: one PodGroup ``pg-<job>-<uid>`` of minMember 1, queue from the Job's or the pod's label."""
+        name, namespace = f"pg-{job['metadata']['name']}-{uid_of(job)}", pod["metadata"]["namespace"]
+        changed = False
+        if self._find(kinds.POD_GROUP, name, namespace) is None:
+            queue = labels_of(job).get(ex.QUEUE_LABEL) or labels_of(pod).get(ex.QUEUE_LABEL) or ex.DEFAULT_QUEUE
+            self.fake.put({
+                "apiVersion": kinds.POD_GROUP.api_version, "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": namespace, "ownerReferences": [self._ref(job, controller=False)]},
+                "spec": {"minMember": 1, "queue": queue, "priorityClassName": ex.DEFAULT_PRIORITY_CLASS}, "status": {},
+            })  # fmt: skip
+            changed = True
+        annotations = pod["metadata"].setdefault("annotations", {})
+        if annotations.get(ex.POD_GROUP_ANNOTATION) != name:
+            annotations[ex.POD_GROUP_ANNOTATION] = name
+            self.fake.put(pod)
+            changed = True
         return changed
 
     def _podgroup_for(self, name: str, jobset: Obj, trainjob: Obj | None, pod: Obj) -> Obj:
@@ -331,10 +380,23 @@ class SimulatedControllers:
 
     def _bind(self, pod: Obj, node: str) -> None:
         now = self._now()
+        if self.faults.binder_down and pod["spec"].get("schedulerName") == KAI_SCHEDULER_NAME:
+            if self._find(kinds.BIND_REQUEST, pod["metadata"]["name"], pod["metadata"]["namespace"]) is None:
+                self.fake.put({
+                    "apiVersion": kinds.BIND_REQUEST.api_version, "kind": "BindRequest",
+                    "metadata": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"],
+                                 "ownerReferences": [self._ref(pod)]},
+                    "spec": {"podName": pod["metadata"]["name"], "selectedNode": node}, "status": {"phase": "Pending"},
+                })  # fmt: skip
+            return
         pod["spec"]["nodeName"] = node
         pod["status"] = {"phase": "Running",
                          "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
                          "containerStatuses": [{"name": "node", "state": {"running": {"startedAt": now}}}]}  # fmt: skip
+        if self.faults.image_does_not_start:
+            pod["status"]["phase"] = "Pending"
+            pod["status"]["containerStatuses"] = [{"name": "node", "state": {"waiting": {
+                "reason": "ErrImagePull", "message": "failed to pull and unpack image: not found"}}}]  # fmt: skip
         self.fake.put(pod)
 
     def scheduler(self) -> bool:
