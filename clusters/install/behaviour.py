@@ -188,7 +188,7 @@ class _Probe:
                 f"{podgroup['metadata']['name']}, queue {self.queue}) within {limit:.0f}s and made no BindRequest; "
                 f"KAI said: {_scheduling_said(current, group)}. fix: check that KAI's scheduler runs and what it "
                 "logs (`kubectl logs deploy/kai-scheduler-default -n <KAI namespace>` where it is a Deployment), "
-                f"and that a node has 10m CPU and 16Mi memory free for the probe"
+                f"and that a node has {_requests(current)} free for the probe"
             )
 
         return self._wait("bound", bound, "schedule", failure).actual
@@ -296,15 +296,23 @@ class _Probe:
 def _scheduling_said(pod: Obj, podgroup: Obj) -> str:
     """KAI's own words on why a pod is not placed: the pod's PodScheduled condition and the PodGroup's conditions."""
     said = [
-        f"pod {c.get('reason', '')}: {c.get('message', '')}"
+        f"pod {c.get('reason', '')}: {c.get('message', '').rstrip('.')}"
         for c in (pod.get("status") or {}).get("conditions") or []
         if c.get("type") == "PodScheduled" and c.get("status") == "False"
     ]
     said += [
-        f"PodGroup {c.get('reason', '')}: {c.get('message', '')}"
+        f"PodGroup {c.get('reason', '')}: {c.get('message', '').rstrip('.')}"
         for c in (podgroup.get("status") or {}).get("schedulingConditions") or []
     ]
     return "; ".join(said) or "nothing (no PodScheduled condition on the pod, no scheduling condition on the PodGroup)"
+
+
+def _requests(pod: Obj) -> str:
+    """``cpu 10m, memory 16Mi``: what the probe pod asks of a node."""
+    requests: dict[str, str] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests.update((container.get("resources") or {}).get("requests") or {})
+    return ", ".join(f"{name} {value}" for name, value in requests.items()) or "room"
 
 
 def _containers(pod: Obj) -> str:

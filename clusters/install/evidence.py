@@ -143,7 +143,7 @@ def establish_version(
         image = next(i for i, v in tagged.items() if v == expected)
         namespace, name = images[image]
         return {"version": expected, "version_source": "detected",
-                "established": f"detected from image {image} (Deployment {namespace}/{name})"}  # fmt: skip
+                "established": f"detected from image {image} of Deployment {namespace}/{name}"}  # fmt: skip
     tags = sorted({image_tag(i) for i in images} - {""})
     note = f"; the image tags found ({', '.join(tags)}) name no known version" if tags else ""
     return {"version": expected, "version_source": "declared", "established": f"declared by {declared_by}{note}"}
