@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from clusters.suite_stack import PARENT_QUEUE, pod_spec, queue
 from fixtures import errors, kinds, progress
 from fixtures.kube import KubeApi
 from fixtures.ownership import stamp
-from fixtures.waits import Observation, TimeoutPolicy, eventually
+from fixtures.waits import Observation, Probe, TimeoutPolicy, eventually
 
 Obj = dict[str, Any]
 #: The label KAI's podgrouper reads the queue from (Helm value ``podgrouper.queueLabelKey``, kai-scheduler.md §3.2).
@@ -114,8 +115,9 @@ class _Probe:
         }  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------ stages
-    def _wait(self, stage: str, probe, budget: str, failure) -> Observation:
-        """``eventually`` under ``budget``; on timeout raise ``failure(seconds)`` (an InfrastructureError)."""
+    def _wait(self, stage: str, probe: Probe, budget: str, failure: Callable[[float], Exception]) -> Observation:
+        """``eventually`` under ``budget``; on timeout raise ``failure(budget seconds)``, which names the component
+        that owns the stage, what it said, and the fix."""
         try:
             found = eventually(probe, what=f"KAI behaviour probe: {stage}", timeout=self.timeouts(budget),
                                failure=errors.WaitTimeout)  # fmt: skip
