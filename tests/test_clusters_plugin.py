@@ -101,6 +101,9 @@ def test_a_suite_run_on_an_existing_cluster(tmp_path: Path, fake: FakeKube, clus
     state = state_of(tmp_path)
     assert (state["provider"], state["ready"], state["gpus"]) == ("existing", True, {"gpu-a": 8})
     assert state["name"] == "fake"  # the kubeconfig's current context
+    # over HTTP: the Deployments found name the versions, and KAI grouped, bound, ran and evicted the probe
+    assert {c["version_source"] for c in state["stack"]["components"].values()} == {"detected"}
+    assert state["stack"]["behaviour"]["evicted_pod"] == "counted as failed by the Job controller"
     assert [q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)] == ["production"]  # only the run's went
     assert fake.objects(kinds.CLUSTER_TRAINING_RUNTIME) == []
     assert [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith("kc-")] == []

@@ -4,15 +4,26 @@ it, what that component said, and the fix; whatever the outcome, what the probe 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from clusters.install.behaviour import JOB_NAME, NAMESPACE_PREFIX, QUEUE_LABEL, QUEUE_PREFIX, prove_scheduling
-from clusters.install.suite import apply_suite_objects
+from clusters.install.behaviour import (
+    JOB_NAME,
+    NAMESPACE_PREFIX,
+    QUEUE_LABEL,
+    QUEUE_PREFIX,
+    probe_objects,
+    prove_scheduling,
+)
+from clusters.install.suite import apply_suite_objects, remove_suite_objects
 from clusters.layout import GpuLayout
 from clusters.suite_stack import KAI_SCHEDULER_NAME, PARENT_QUEUE
 from fixtures import errors, kinds
+from fixtures.options import CATALOG
 from fixtures.ownership import MANAGED_BY, RUN_LABEL, SCOPE_LABEL, SUITE
 from fixtures.waits import TimeoutPolicy
+from tests import crd_schemas
 from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.installation import SimulatedStack
 from tests.fakes.kube import FakeKube
@@ -156,4 +167,16 @@ def test_what_cannot_be_removed_is_reported_not_raised(fake: FakeKube) -> None:
     fake.fail("delete", 403, kind="Namespace", message="namespaces is forbidden")
     result = prove_scheduling(fake, RUN, IMAGE, EXPIRING, suffix="abc123")
     assert result["removed"].startswith("not everything: delete Namespace kc-stack-probe-abc123 → 403")
-    assert probe_left(fake) == ["kc-stack-probe-abc123"]  # left for teardown, which removes the run's stack objects
+    assert probe_left(fake) == ["kc-stack-probe-abc123"]
+    assert remove_suite_objects(fake, RUN, TIMEOUTS) == []  # teardown of an existing cluster takes what was left
+    assert probe_left(fake) == []
+
+
+def test_the_probe_objects_pass_the_upstream_schemas_of_every_combination(schema_root: Path) -> None:
+    objects = probe_objects("kc-stack-probe-abc123", "kai-conformance-probe-abc123", IMAGE, RUN)
+    for combination in CATALOG.combinations:
+        schemas = crd_schemas.schemas_for(combination, schema_root)
+        for obj in objects:
+            assert crd_schemas.metadata_problems(obj) + crd_schemas.core_problems(obj) == []
+            assert not schemas.covers(obj) or schemas.problems(obj) == [], (combination.name, obj["kind"])
+        assert schemas.covers(objects[0])  # the queue is checked against KAI's Queue schema
