@@ -7,7 +7,15 @@ import logging
 
 import pytest
 
-from clusters.install.evidence import SIGNATURES, establish_version, find_deployments, image_tag, repository
+from clusters.install.common import running_images
+from clusters.install.evidence import (
+    SIGNATURES,
+    canonical_repository,
+    establish_version,
+    find_deployments,
+    image_tag,
+    repository,
+)
 from fixtures import errors
 from fixtures.options import version_origins
 from tests.fakes.installation import deployment
@@ -56,6 +64,23 @@ def test_image_references() -> None:
     assert image_tag("localhost:5000/operator") == ""
     assert repository("localhost:5000/kai-scheduler/scheduler:pr-1") == "localhost:5000/kai-scheduler/scheduler"
     assert repository("pause") == "pause"
+    assert canonical_repository("nginx:1.27") == "docker.io/library/nginx"
+    assert (
+        canonical_repository("kubeflow/trainer-controller-manager:v2.3.0")
+        == "docker.io/kubeflow/trainer-controller-manager"
+    )
+    assert canonical_repository("localhost/kai/binder:pr") == "localhost/kai/binder"
+
+
+def test_in_a_shared_namespace_only_the_components_images_are_recorded(fake: FakeKube) -> None:
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
+    for name, image in (("trainer", "kubeflow/trainer-controller-manager:v2.3.0"), ("dns", "coredns/coredns:1.11")):
+        fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system"},
+                  "status": {"containerStatuses": [{"image": f"docker.io/{image}", "imageID": f"sha-{name}"}]}})  # fmt: skip
+    assert running_images(fake, ["kube-system"], of=["kubeflow/trainer-controller-manager:v2.3.0"]) == {
+        "docker.io/kubeflow/trainer-controller-manager:v2.3.0": "sha-trainer"
+    }
+    assert len(running_images(fake, ["kube-system"])) == 2
 
 
 def test_deployments_are_found_in_any_namespace_sorted(fake: FakeKube) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from clusters.catalog import Component
 from clusters.install.context import InstallContext
 from clusters.install.crds import check_crds
-from clusters.install.evidence import establish_version, find_deployments
+from clusters.install.evidence import canonical_repository, establish_version, find_deployments
 from clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
 from fixtures import kinds
 from fixtures.kube import KubeApi
@@ -19,14 +19,17 @@ LABELS = {"kai": "KAI Scheduler", "jobset": "JobSet", "trainer": "Kubeflow Train
 NOT_INSTALLED_FIX = "install it (on an existing cluster: --install always), or check the install output above"
 
 
-def running_images(kube: KubeApi, namespaces: Iterable[str]) -> dict[str, str]:
-    """image → imageID (the digest the node resolved) of every container running in ``namespaces``."""
+def running_images(kube: KubeApi, namespaces: Iterable[str], of: Iterable[str] | None = None) -> dict[str, str]:
+    """image → imageID (the digest the node resolved) of every container running in ``namespaces``; with ``of``,
+    only of those images' repositories (a component found in a shared namespace such as kube-system)."""
+    repositories = None if of is None else {canonical_repository(i) for i in of}
     found: dict[str, str] = {}
     for namespace in sorted(set(namespaces)):
         for pod in kube.list(kinds.POD, namespace):
             for status in pod.get("status", {}).get("containerStatuses", []) or []:
-                if status.get("image"):
-                    found[status["image"]] = status.get("imageID", "")
+                image = status.get("image")
+                if image and (repositories is None or canonical_repository(image) in repositories):
+                    found[image] = status.get("imageID", "")
     return found
 
 
@@ -72,6 +75,7 @@ def verify_component(ctx: InstallContext, component: Component, *, probe: Webhoo
         found.images,
         ctx.settings.catalog.components[component.name],
     )
+    images = running_images(kube, {ns for ns, _ in found.refs}, of=found.images) if found.refs else {}
     return record(**version, expectations=component.version, source="verified",
                   deployments=[f"{ns}/{name}" for ns, name in found.refs], deployments_note=found.note,
-                  crds=crds, webhook=rejection)  # fmt: skip
+                  crds=crds, webhook=rejection, images=images)  # fmt: skip

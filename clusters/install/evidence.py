@@ -75,6 +75,15 @@ def repository(image: str) -> str:
     return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
 
 
+def canonical_repository(image: str) -> str:
+    """The repository as a container runtime reports it: ``nginx`` → ``docker.io/library/nginx``."""
+    repo = repository(image)
+    first, _, rest = repo.partition("/")
+    if not rest:
+        return f"docker.io/library/{repo}"
+    return repo if "." in first or ":" in first or first == "localhost" else f"docker.io/{repo}"
+
+
 def image_tag(image: str) -> str:
     """``ghcr.io/x/operator:v0.17.0@sha256:…`` → ``v0.17.0`` (``""`` without a tag)."""
     name = image.split("@", 1)[0]
