@@ -23,6 +23,8 @@ from filelock import FileLock
 
 from clusters import commands, existing, gpus, kind
 from clusters.install import manifests
+from clusters.install.behaviour import prove_scheduling
+from clusters.install.common import LABELS
 from clusters.install.context import InstallContext
 from clusters.install.stack import in_parallel, install_stack, verify_stack
 from clusters.install.suite import apply_suite_objects, remove_suite_objects
@@ -139,6 +141,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         )
     done = in_parallel(steps)
     suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
+    behaviour = prove_scheduling(kube, run.run_id, settings.workload_image, settings.timeouts)
     stack = {
         "combination": settings.combination.name,
         "description": settings.combination.describe(),
@@ -146,6 +149,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         "mode": "installed" if settings.install else "verified",
         "components": done["stack"],
         "suite_objects": suite_objects,
+        "behaviour": behaviour,
     }
     if state.provider == "kind":
         stack.update(
@@ -154,8 +158,16 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         )  # fmt: skip
     ready = dataclasses.replace(state, gpus=done.get("fake GPUs", state.gpus), stack=stack, ready=True)
     ready.save(run.state_dir)
-    progress.report(f"cluster {ready.name} ready: {settings.combination.describe()}; GPUs {_gpus(ready.gpus)}")
+    progress.report(f"cluster {ready.name} ready: {_versions(done['stack'])}; GPUs {_gpus(ready.gpus)}")
     return ready
+
+
+def _versions(components: dict[str, dict[str, Any]]) -> str:
+    """``KAI Scheduler v0.17.0 (declared by --kai-version v0.17.0), …``: each version and how it is known."""
+    return ", ".join(
+        f"{LABELS[name]} {record.get('version', '?')} ({record.get('established', 'not established')})"
+        for name, record in components.items()
+    )
 
 
 def _gpus(layout: dict[str, int]) -> str:

@@ -96,7 +96,10 @@ def summary_json(report: Report) -> dict:
             }
             for b in report.behaviours
         ],
-        "runs": [run.to_json() for run in report.runs],
+        "runs": [
+            {**run.to_json(), "component_versions": [v.to_json() for v in run.component_versions()]}
+            for run in report.runs
+        ],
         "cases": [_case_json(case) for case in report.cases],
     }
 

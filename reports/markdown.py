@@ -87,6 +87,11 @@ def render(report: Report, html_name: str = "report.html") -> str:
                     cells.append(f"{cell.status.symbol} {cell.ratio}" if cell and cell.status else "·")
                 out.append(f"| {_cell(behaviour.title)} | " + " | ".join(cells) + " |")
         out.append("")
+    for run in report.runs:
+        versions = run.component_versions()
+        if versions:
+            where = f" (run `{run.run_id}`)" if len(report.runs) > 1 else ""
+            out += [f"**Stack{where}:** " + " · ".join(_cell(f"{v.name} {v.text}") for v in versions), ""]
     runs = ", ".join(f"`{run.run_id}`" for run in report.runs)
     out.append(f"<sub>Runs {runs}. Full report: `{html_name}` (self-contained HTML, in the report artifact).</sub>")
     text = "\n".join(out) + "\n"

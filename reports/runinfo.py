@@ -12,6 +12,28 @@ from pathlib import Path
 from typing import Any
 
 RUN_FILE = "run.json"
+COMPONENTS = (("kai", "KAI Scheduler"), ("trainer", "Kubeflow Trainer"), ("jobset", "JobSet"))
+
+
+@dataclass(frozen=True)
+class ComponentVersion:
+    """A component's version as the run knew it, and how: ``detected`` (from an image tag), ``declared`` (by an
+    option or the default combination, when nothing on the cluster names it) or ``installed`` (by this run);
+    ``source`` is empty when the run did not record it (it never provisioned, or predates the record)."""
+
+    component: str
+    name: str
+    version: str
+    source: str = ""
+    established: str = ""  # in words: "detected from image …", "declared by --kai-version v0.17.0", …
+
+    @property
+    def text(self) -> str:
+        """``v0.17.0 (declared by --kai-version v0.17.0)``."""
+        return f"{self.version} ({self.established})" if self.established else self.version
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
 
 
 @dataclass
@@ -38,6 +60,18 @@ class RunInfo:
         if self.started is None or self.finished is None:
             return None
         return max(0.0, self.finished - self.started)
+
+    def component_versions(self) -> list[ComponentVersion]:
+        """Each component's version and how it was established, from the stack record (else as requested)."""
+        components = (self.stack or {}).get("components") or {}
+        found = []
+        for key, name in COMPONENTS:
+            record = components.get(key) if isinstance(components.get(key), dict) else {}
+            version = str(record.get("version") or self.versions.get(key, ""))
+            if version:
+                found.append(ComponentVersion(key, name, version, str(record.get("version_source", "")),
+                                              str(record.get("established", ""))))  # fmt: skip
+        return found
 
     @property
     def kubernetes(self) -> str:

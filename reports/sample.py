@@ -171,6 +171,29 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
     return cases
 
 
+def _stack(versions: dict[str, str], *, verified: bool) -> dict:
+    """What a run records of its stack: installed on kind, or verified on a cluster where KAI runs without
+    Deployments (version declared) and Trainer/JobSet images name theirs (detected)."""
+    if not verified:
+        return {"mode": "installed", "components": {
+            key: {"version": versions[key], "version_source": "installed",
+                  "established": f"installed by this run from {origin}"}
+            for key, origin in (("kai", f"chart oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler {versions['kai']}"),
+                                ("trainer", f"chart oci://ghcr.io/kubeflow/charts/kubeflow-trainer {versions['trainer'][1:]}"),
+                                ("jobset", f"manifests https://github.com/kubernetes-sigs/jobset/releases/download/{versions['jobset']}/manifests.yaml"))
+        }}  # fmt: skip
+    combination = f"kai-{versions['kai']}+trainer-{versions['trainer']}"
+    return {"mode": "verified", "components": {
+        "kai": {"version": versions["kai"], "version_source": "declared", "established": f"declared by --versions {combination}"},
+        "trainer": {"version": versions["trainer"], "version_source": "detected", "established":
+                    f"detected from image ghcr.io/kubeflow/trainer/trainer-controller-manager:{versions['trainer']} "
+                    "of Deployment kubeflow-system/kubeflow-trainer-controller-manager"},
+        "jobset": {"version": versions["jobset"], "version_source": "detected", "established":
+                   f"detected from image registry.k8s.io/jobset/jobset:{versions['jobset']} "
+                   "of Deployment kubeflow-system/jobset-controller-manager"},
+    }}  # fmt: skip
+
+
 def runs() -> list[tuple[RunInfo, list[CaseRecord]]]:
     out = []
     for index, (versions, old) in enumerate(((NEW, False), (OLD, True))):
@@ -178,10 +201,11 @@ def runs() -> list[tuple[RunInfo, list[CaseRecord]]]:
         info = RunInfo(
             run_id=run_id, started=T0 - 300 + index * 900, finished=T0 + 200 + index * 900,
             combination=f"kai-{versions['kai']}+trainer-{versions['trainer']}", versions=dict(versions),
-            kubernetes_server="v1.35.5", cluster={"provider": "kind", "name": "kai-conformance", "created_by_run": True},
-            topology="pr-gate", gpus=dict(GPUS),
-            stack={"kai": {"chart": "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", "version": versions["kai"]},
-                   "trainer": {"version": versions["trainer"]}, "jobset": {"version": versions["jobset"]}},
+            kubernetes_server="v1.35.5", gpus=dict(GPUS),
+            cluster={"provider": "existing", "name": "gpu-lab"} if old
+            else {"provider": "kind", "name": "kai-conformance", "created_by_run": True},
+            topology="" if old else "pr-gate",
+            stack=_stack(versions, verified=old),
             command=["suites", "-n", "2", "--versions", f"kai-{versions['kai']}+trainer-{versions['trainer']}"],
             exit_status=1 if old else 0,
         )  # fmt: skip

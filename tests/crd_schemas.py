@@ -106,6 +106,8 @@ def _directory_validators(directory: Path) -> dict[tuple[str, str], tuple[jsonsc
                 continue
             group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
             for version in crd["spec"]["versions"]:
+                if not version.get("served"):
+                    continue  # the API server refuses objects of a version it does not serve
                 schema = (version.get("schema") or {}).get("openAPIV3Schema")
                 if schema is not None:
                     validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)

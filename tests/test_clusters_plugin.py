@@ -12,6 +12,7 @@ import pytest
 
 from clusters import tools
 from clusters.install.stack import install_stack
+from clusters.suite_stack import queue
 from fixtures import kinds, plugin
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
@@ -60,7 +61,7 @@ def cluster_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeKub
     monkeypatch.setattr(tools, "TOOLS_BIN", tmp_path / "no-tools")
     stack = SimulatedStack(fake)
     install_stack(install_context(make_settings(tmp_path), stack))
-    fake.put({"apiVersion": kinds.QUEUE.api_version, "kind": "Queue", "metadata": {"name": "production"}})
+    fake.put(queue("production"))  # the cluster's own, not the suite's
     fake.calls.clear()
     monkeypatch.setattr(plugin, "SUITES_DIR", tmp_path / "suites")
     monkeypatch.chdir(tmp_path)
@@ -100,6 +101,9 @@ def test_a_suite_run_on_an_existing_cluster(tmp_path: Path, fake: FakeKube, clus
     state = state_of(tmp_path)
     assert (state["provider"], state["ready"], state["gpus"]) == ("existing", True, {"gpu-a": 8})
     assert state["name"] == "fake"  # the kubeconfig's current context
+    # over HTTP: the Deployments found name the versions, and KAI grouped, bound, ran and evicted the probe
+    assert {c["version_source"] for c in state["stack"]["components"].values()} == {"detected"}
+    assert state["stack"]["behaviour"]["evicted_pod"] == "counted as failed by the Job controller"
     assert [q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)] == ["production"]  # only the run's went
     assert fake.objects(kinds.CLUSTER_TRAINING_RUNTIME) == []
     assert [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith("kc-")] == []

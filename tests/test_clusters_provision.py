@@ -16,9 +16,10 @@ from clusters.existing import OPT_IN_LABEL
 from clusters.provision import Toolbox, acquire, release
 from clusters.state import ClusterState
 from fixtures import errors, kinds
+from fixtures.options import version_origins
 from fixtures.run import RunContext
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
-from tests.fakes.installation import SimulatedStack, make_settings, worker_node
+from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
 from tests.fakes.kube import FakeKube
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
@@ -74,6 +75,8 @@ def test_the_first_process_provisions_and_workers_read_the_state(world: World) -
     assert state.stack["topology"] == "pr-gate"
     assert list(state.stack["components"]) == ["kai", "jobset", "trainer"]
     assert state.stack["suite_objects"][-1] == "Queue kai-conformance"
+    assert {c["version_source"] for c in state.stack["components"].values()} == {"installed"}
+    assert state.stack["behaviour"]["evicted_pod"] == "counted as failed by the Job controller"  # proven on kind too
     assert acquire(make_settings(world.tmp), world.run("gw0"), nothing_allowed()) == state
     assert ClusterState.load(world.run().state_dir) == state
 
@@ -268,3 +271,52 @@ def test_unreachable_existing_cluster_is_named_with_its_fix(world: World, fake: 
     assert message.endswith(
         "connection refused\nfix: check the cluster is up and the kubeconfig points at it (`kubectl cluster-info`)"
     )
+
+
+# ------------------------------------------------------------------------------------------ judged by behaviour
+DEFAULT_ORIGIN = "the default combination kai-v0.17.0+trainer-v2.3.0 (clusters/versions.yaml)"
+
+
+def test_an_existing_cluster_whose_kai_runs_without_deployments_is_accepted_by_behaviour(world: World,
+                                                                                        fake: FakeKube) -> None:  # fmt: skip
+    world.stack.run_as_processes("kai", "jobset", "trainer")  # as in the real-stack run: processes, no Deployments
+    origins = version_origins(None, {"kai": "v0.17.0", "trainer": None, "jobset": None})
+    state = acquire(existing(world, version_origins=origins), world.run(), world.tools())
+    assert state.ready
+    assert fake.objects(kinds.DEPLOYMENT) == []
+    components = state.stack["components"]
+    assert {name: (c["version"], c["version_source"], c["established"]) for name, c in components.items()} == {
+        "kai": ("v0.17.0", "declared", "declared by --kai-version v0.17.0"),
+        "jobset": ("v0.12.0", "declared", f"declared by {DEFAULT_ORIGIN}"),
+        "trainer": ("v2.3.0", "declared", f"declared by {DEFAULT_ORIGIN}"),
+    }  # fmt: skip
+    assert not any("deployments" in c or "images" in c for c in components.values())  # nothing claimed of binaries
+    behaviour = state.stack["behaviour"]
+    assert (behaviour["evicted_pod"], behaviour["removed"]) == ("counted as failed by the Job controller", "everything")
+    assert [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith("kc-")] == []
+
+
+def test_versions_are_detected_from_deployments_found_in_any_namespace(world: World, fake: FakeKube) -> None:
+    world.stack.run_as_processes("kai", "jobset", "trainer")
+    fake.put(deployment("sched", "gpu-platform", "registry.example/kai-scheduler/scheduler:v0.17.0"))
+    state = acquire(existing(world), world.run(), world.tools())
+    kai, trainer = state.stack["components"]["kai"], state.stack["components"]["trainer"]
+    assert (kai["version_source"], kai["deployments"]) == ("detected", ["gpu-platform/sched"])
+    assert kai["established"] == "detected from image registry.example/kai-scheduler/scheduler:v0.17.0 of " \
+        "Deployment gpu-platform/sched"  # fmt: skip
+    assert kai["images"] == {"registry.example/kai-scheduler/scheduler:v0.17.0":
+                             "registry.example/kai-scheduler/scheduler@sha256:" + "ab" * 32}  # fmt: skip
+    assert trainer["version_source"] == "declared"
+    assert trainer["established"] == "declared by the combination kai-v0.17.0+trainer-v2.3.0"  # no option recorded
+
+
+def test_a_stack_that_does_not_schedule_stops_the_run_before_any_case(world: World, fake: FakeKube) -> None:
+    world.stack.run_as_processes("kai", "jobset", "trainer")
+    world.stack.faults.podgrouper_down = True
+    settings = existing(world)
+    with pytest.raises(errors.InfrastructureError, match=r"^KAI podgrouper made no PodGroup for the probe pod"):
+        acquire(settings, world.run(), world.tools())
+    assert not ClusterState.load(world.run().state_dir).ready
+    release(settings, world.run(), world.tools())
+    assert fake.objects(kinds.QUEUE) == [] and fake.objects(kinds.CLUSTER_TRAINING_RUNTIME) == []
+    assert [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith("kc-")] == []

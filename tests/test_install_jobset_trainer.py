@@ -55,8 +55,11 @@ def test_jobset_release_manifests_are_applied_in_dependency_order(stack: Simulat
     )
     assert all("status" not in c.detail for c in fake.operations("apply"))
     assert record == {
-        "version": "v0.12.0", "expectations": "v0.12.0", "source": "release", "manifests": JOBSET_RELEASE_URL,
-        "objects": 6, "deployments": ["jobset-system/jobset-controller-manager"], "ready_after_seconds": 0.0,
+        "version": "v0.12.0", "version_source": "installed",
+        "established": f"installed by this run from manifests {JOBSET_RELEASE_URL}", "expectations": "v0.12.0",
+        "source": "release", "manifests": JOBSET_RELEASE_URL, "objects": 6,
+        "deployments": ["jobset-system/jobset-controller-manager"], "ready_after_seconds": 0.0,
+        "crds": "served: JobSet jobset.x-k8s.io/v1alpha2",
         "webhook": "rejected as expected: admission webhook \"vjobset.kb.io\" denied the request: spec.replicatedJobs: "
         "Invalid value: DependsOn can't be set for the first ReplicatedJob",
     }  # fmt: skip
@@ -116,7 +119,15 @@ def test_crds_never_established_fail_with_their_names(stack: SimulatedStack, fak
         jobset.install(install_context(make_settings(tmp_path, timeouts=EXPIRING), stack))
 
 
-def test_jobset_webhook_missing_crd(stack: SimulatedStack, fake: FakeKube, tmp_path: Path) -> None:
+def test_jobset_missing_crd(stack: SimulatedStack, fake: FakeKube, tmp_path: Path) -> None:
+    with pytest.raises(errors.InfrastructureError, match=r"JobSet is not installed: CustomResourceDefinition "
+                       r"jobsets.jobset.x-k8s.io \(JobSet\) missing. fix: install it \(on an existing cluster: "
+                       r"--install always\)"):  # fmt: skip
+        jobset.verify(install_context(make_settings(tmp_path), stack))
+
+
+def test_jobset_webhook_of_an_unserved_kind(stack: SimulatedStack, fake: FakeKube, tmp_path: Path) -> None:
+    stack.run_as_processes("jobset")  # the CRD object is there, but the API server does not serve the kind
     fake.unserve(kinds.JOB_SET)
     with pytest.raises(
         errors.InfrastructureError, match=r"JobSet is not installed: the API server does not serve JobSet"
@@ -164,9 +175,12 @@ def test_trainer_manifests_leave_the_bundled_jobset_out(stack: SimulatedStack, f
     assert applied(fake) == [
         "Namespace kubeflow-system",
         "CustomResourceDefinition trainjobs.trainer.kubeflow.org",
+        "CustomResourceDefinition trainingruntimes.trainer.kubeflow.org",
+        "CustomResourceDefinition clustertrainingruntimes.trainer.kubeflow.org",
         "Deployment kubeflow-trainer-controller-manager",
     ]
-    assert (record["jobset_objects_left_out"], record["objects"]) == (2, 3)
+    assert (record["jobset_objects_left_out"], record["objects"]) == (2, 5)
+    assert record["established"] == f"installed by this run from manifests kubectl kustomize {directory}"
     assert stack.runner.commands("helm") == []
 
 

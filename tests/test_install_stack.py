@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from clusters.install import stack as stack_install
-from clusters.install.common import check_version, image_tag
 from clusters.install.suite import apply_suite_objects, remove_suite_objects
 from clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, PARENT_QUEUE, RUNTIME
 from fixtures import errors, kinds
@@ -104,18 +103,6 @@ def test_verify_refuses_a_cluster_running_other_versions(stack: SimulatedStack, 
     with pytest.raises(errors.UsageError, match=r"the cluster runs KAI Scheduler v0.17.0 but this run expects v0.16.8; "
                        r"pass --kai-version v0.17.0"):  # fmt: skip
         stack_install.verify_stack(install_context(older, stack))
-
-
-def test_version_from_image_tags() -> None:
-    assert image_tag("ghcr.io/kai-scheduler/kai-scheduler/operator:v0.17.0@sha256:00") == "v0.17.0"
-    assert image_tag("localhost:5000/operator") == ""
-    known = ["v0.17.0", "v0.16.8"]
-    assert check_version("KAI", "--kai-version", "v0.17.0", ["x/operator:v0.17.0"], known) == "v0.17.0"
-    assert (
-        check_version("KAI", "--kai-version", "v0.17.0", ["x/operator:pr-12"], known)
-        == "unverified (image tags: pr-12)"
-    )
-    assert check_version("KAI", "--kai-version", "v0.17.0", [], known) == "unknown"
 
 
 # ------------------------------------------------------------------------------------------------ suite objects

@@ -221,3 +221,33 @@ def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> N
     assert seen.gpus == {"kc-worker": 2} and seen.stack == {"kai": {"image_tag": "pr-1"}}
     assert seen.cluster == {"provider": "kind", "name": "kc", "created_by_run": True}
     assert describe_run("r", None, {}).versions == {}
+
+
+def test_reports_say_which_versions_were_detected_declared_or_installed() -> None:
+    from reports import generate, html
+
+    stack = {"components": {
+        "kai": {"version": "v0.17.0", "version_source": "declared", "established": "declared by --kai-version v0.17.0"},
+        "trainer": {"version": "v2.3.0", "version_source": "detected",
+                    "established": "detected from image ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0 "
+                                   "of Deployment ml/trainer"},
+    }}  # fmt: skip
+    run = RunInfo("run-1", versions={"kai": "v0.17.0", "trainer": "v2.3.0", "jobset": "v0.12.0"}, stack=stack)
+    assert [(v.component, v.source, v.text) for v in run.component_versions()] == [
+        ("kai", "declared", "v0.17.0 (declared by --kai-version v0.17.0)"),
+        ("trainer", "detected", "v2.3.0 (detected from image ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0 "
+                                "of Deployment ml/trainer)"),
+        ("jobset", "", "v0.12.0"),  # nothing recorded: the requested version, with no claim about how it is known
+    ]  # fmt: skip
+    report = build([RunRecords(run, [record("t", "passed")])])
+    text = markdown.render(report)
+    assert "**Stack:** KAI Scheduler v0.17.0 (declared by --kai-version v0.17.0) · Kubeflow Trainer v2.3.0 (detected " \
+        "from image ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0 of Deployment ml/trainer) · JobSet " \
+        "v0.12.0" in text  # fmt: skip
+    page = html.render(report)
+    assert 'v0.17.0 <span class="muted">(declared by --kai-version v0.17.0)</span>' in page
+    summary = generate.summary_json(report)
+    assert summary["runs"][0]["component_versions"][0] == {
+        "component": "kai", "name": "KAI Scheduler", "version": "v0.17.0", "source": "declared",
+        "established": "declared by --kai-version v0.17.0",
+    }  # fmt: skip

@@ -1,65 +1,36 @@
-"""What the component installers share: finding a component's Deployments, images and version, its record in
-``ClusterState.stack``, and the verification of a component installed by someone else."""
+"""What the component installers share: the record of a component in ``ClusterState.stack``, what its pods run,
+and the verification of a component installed by someone else."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from clusters.catalog import Component
 from clusters.install.context import InstallContext
+from clusters.install.crds import check_crds
+from clusters.install.evidence import canonical_repository, establish_version, find_deployments
 from clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
-from fixtures import errors, kinds
+from fixtures import kinds
 from fixtures.kube import KubeApi
 
-
-def find_deployments(kube: KubeApi, names: Iterable[str]) -> list[tuple[str, str]]:
-    """(namespace, name) of Deployments with one of ``names``, anywhere in the cluster (existing clusters)."""
-    wanted = set(names)
-    return sorted(
-        (d["metadata"]["namespace"], d["metadata"]["name"])
-        for d in kube.list(kinds.DEPLOYMENT)
-        if d["metadata"]["name"] in wanted
-    )
+LABELS = {"kai": "KAI Scheduler", "jobset": "JobSet", "trainer": "Kubeflow Trainer"}
+#: The fix when a component's APIs are missing on the cluster.
+NOT_INSTALLED_FIX = "install it (on an existing cluster: --install always), or check the install output above"
 
 
-def deployment_images(kube: KubeApi, refs: Iterable[tuple[str, str]]) -> list[str]:
-    images = []
-    for namespace, name in refs:
-        deployment = kube.find(kinds.DEPLOYMENT, name, namespace) or {}
-        pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
-        images += [c["image"] for c in pod.get("containers", []) if c.get("image")]
-    return images
-
-
-def running_images(kube: KubeApi, namespaces: Iterable[str]) -> dict[str, str]:
-    """image → imageID (the digest the node resolved) of every container running in ``namespaces``."""
+def running_images(kube: KubeApi, namespaces: Iterable[str], of: Iterable[str] | None = None) -> dict[str, str]:
+    """image → imageID (the digest the node resolved) of every container running in ``namespaces``; with ``of``,
+    only of those images' repositories (a component found in a shared namespace such as kube-system)."""
+    repositories = None if of is None else {canonical_repository(i) for i in of}
     found: dict[str, str] = {}
     for namespace in sorted(set(namespaces)):
         for pod in kube.list(kinds.POD, namespace):
             for status in pod.get("status", {}).get("containerStatuses", []) or []:
-                if status.get("image"):
-                    found[status["image"]] = status.get("imageID", "")
+                image = status.get("image")
+                if image and (repositories is None or canonical_repository(image) in repositories):
+                    found[image] = status.get("imageID", "")
     return found
-
-
-def image_tag(image: str) -> str:
-    """``ghcr.io/x/operator:v0.17.0@sha256:…`` → ``v0.17.0`` (``""`` without a tag)."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return last.rsplit(":", 1)[1] if ":" in last else ""
-
-
-def check_version(component: str, option: str, expected: str, images: list[str], known: Iterable[str]) -> str:
-    """The version a running component's image tags name; a usage error when it is a known, different one."""
-    tags = sorted({image_tag(i) for i in images} - {""})
-    versions = [t for t in tags if t in set(known)]
-    if versions and expected not in versions:
-        raise errors.UsageError(
-            f"the cluster runs {component} {versions[0]} but this run expects {expected}; pass "
-            f"{option} {versions[0]} (or a --versions combination with it) so the expectations match"
-        )
-    return expected if expected in versions else (f"unverified (image tags: {', '.join(tags)})" if tags else "unknown")
 
 
 def record(**fields: Any) -> dict[str, Any]:
@@ -68,41 +39,43 @@ def record(**fields: Any) -> dict[str, Any]:
 
 
 def installed(component: Component, *, pr_build: str | None, refs: list[tuple[str, str]], waited: float,
-              webhook: str, **details: Any) -> dict[str, Any]:  # fmt: skip
-    """The record of a component this run installed; ``pr_build`` says what was built when it came from a PR."""
+              webhook: str, crds: str, origin: str, **details: Any) -> dict[str, Any]:  # fmt: skip
+    """The record of a component this run installed from ``origin``; ``pr_build`` says what was built when it
+    came from a PR."""
     return record(
         version=pr_build or component.version,
+        version_source="installed",
+        established=f"installed by this run from {origin}",
         expectations=component.version,
         source="pr" if pr_build else "release",
         deployments=[f"{ns}/{name}" for ns, name in refs],
         ready_after_seconds=round(waited, 1),
+        crds=crds,
         webhook=webhook,
         **details,
     )
 
 
-def verify_component(
-    ctx: InstallContext,
-    component: Component,
-    *,
-    label: str,
-    probe: WebhookProbe,
-    deployments: tuple[str, ...],
-    must_run: Callable[[list[tuple[str, str]]], list[tuple[str, str]]] = lambda found: found,
-) -> dict[str, Any]:
-    """An installed component: its webhook serves, its Deployments are Available, its version is the expected one.
-
-    ``deployments`` are looked for by name anywhere in the cluster; ``must_run(found)`` says which must be
-    Available (by default those found: install methods name them differently).
-    """
+def verify_component(ctx: InstallContext, component: Component, *, probe: WebhookProbe) -> dict[str, Any]:
+    """A component installed by someone else: its APIs are served, its webhook rejects what upstream rejects, the
+    Deployments that look like it (if any, anywhere) are Available, and its version is detected from their images
+    or declared by the run. Whether it schedules is proven afterwards by behaviour (``behaviour.py``)."""
     kube = ctx.kube_factory()
+    label = LABELS[component.name]
+    crds = check_crds(kube, component.name, label, ctx.timeouts, NOT_INSTALLED_FIX)
     rejection = webhook_serves(kube, probe, ctx.timeouts)
-    found = find_deployments(kube, deployments)
-    refs = must_run(found)
-    if refs:
-        wait_deployments(kube, refs, ctx.timeouts, label)
-    known = ctx.settings.catalog.components[component.name]
-    version = check_version(label, f"--{component.name}-version", component.version, deployment_images(kube, found),
-                            known)  # fmt: skip
-    return record(version=version, expectations=component.version, source="verified",
-                  deployments=[f"{ns}/{name}" for ns, name in refs], webhook=rejection)  # fmt: skip
+    found = find_deployments(kube, component.name, label)
+    if found.refs:
+        wait_deployments(kube, found.refs, ctx.timeouts, label)
+    version = establish_version(
+        label,
+        f"--{component.name}-version",
+        component.version,
+        ctx.settings.declared_by(component.name),
+        found.images,
+        ctx.settings.catalog.components[component.name],
+    )
+    images = running_images(kube, {ns for ns, _ in found.refs}, of=found.images) if found.refs else {}
+    return record(**version, expectations=component.version, source="verified",
+                  deployments=[f"{ns}/{name}" for ns, name in found.refs], deployments_note=found.note,
+                  crds=crds, webhook=rejection, images=images)  # fmt: skip

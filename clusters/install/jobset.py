@@ -9,13 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.install import manifests
-from clusters.install.common import installed, verify_component
+from clusters.install.common import NOT_INSTALLED_FIX, installed, verify_component
 from clusters.install.context import InstallContext
+from clusters.install.crds import check_crds
 from clusters.install.readiness import jobset_probe, wait_deployments, webhook_serves
 from fixtures import progress
-
-#: The Deployment of the manifests install, and of JobSet's own Helm chart (upstream-facts §C).
-DEPLOYMENT_NAMES = ("jobset-controller-manager", "jobset-controller")
 
 
 def source(ctx: InstallContext) -> str:
@@ -30,12 +28,13 @@ def install(ctx: InstallContext) -> dict[str, Any]:
     applied = manifests.apply_all(kube, objs, ctx.timeouts, "JobSet")
     refs = manifests.deployments_of(objs)
     waited = wait_deployments(kube, refs, ctx.timeouts, "JobSet") if refs else 0.0
+    crds = check_crds(kube, "jobset", "JobSet", ctx.timeouts, NOT_INSTALLED_FIX)
     rejection = webhook_serves(kube, jobset_probe(ctx.settings.workload_image), ctx.timeouts)
     from_pr = ctx.settings.sources.jobset_manifests is not None
     return installed(ctx.settings.combination.jobset, pr_build="PR manifests" if from_pr else None, refs=refs,
-                     waited=waited, webhook=rejection, manifests=origin, objects=len(applied))  # fmt: skip
+                     waited=waited, webhook=rejection, crds=crds, origin=f"manifests {origin}", manifests=origin,
+                     objects=len(applied))  # fmt: skip
 
 
 def verify(ctx: InstallContext) -> dict[str, Any]:
-    return verify_component(ctx, ctx.settings.combination.jobset, label="JobSet",
-                            probe=jobset_probe(ctx.settings.workload_image), deployments=DEPLOYMENT_NAMES)  # fmt: skip
+    return verify_component(ctx, ctx.settings.combination.jobset, probe=jobset_probe(ctx.settings.workload_image))

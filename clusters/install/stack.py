@@ -56,11 +56,11 @@ def verify_stack(ctx: InstallContext) -> dict[str, Any]:
     results = in_parallel({
         "kai": lambda: kai.verify(ctx), "jobset": lambda: jobset.verify(ctx), "trainer": lambda: trainer.verify(ctx),
     })  # fmt: skip
-    return _with_images(ctx, {name: results[name] for name in ("kai", "jobset", "trainer")})
+    return {name: results[name] for name in ("kai", "jobset", "trainer")}  # images: those of the Deployments found
 
 
 def _with_images(ctx: InstallContext, components: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Add image → digest (pod status imageID) of what each component runs."""
+    """Add image → digest (pod status imageID) of what each installed component runs (its own namespaces)."""
     kube = ctx.kube_factory()
     for record in components.values():
         namespaces = {ref.split("/", 1)[0] for ref in record.get("deployments", [])}

@@ -13,8 +13,9 @@ from fixtures.kube import KubeApi, describe
 from fixtures.ownership import owned_selector, stamp
 from fixtures.waits import Observation, TimeoutPolicy, eventually
 
-#: Removal order: runtimes, then the parent queue (its children, the cases' queues, are gone by then).
-REMOVAL_ORDER = (kinds.CLUSTER_TRAINING_RUNTIME, kinds.QUEUE)
+#: Removal order: a namespace the behaviour probe could not remove (with its workload), runtimes, then the queues
+#: (the probe's leaf queue and the parent; the cases' queues are gone by then).
+REMOVAL_ORDER = (kinds.NAMESPACE, kinds.CLUSTER_TRAINING_RUNTIME, kinds.QUEUE)
 
 
 def apply_suite_objects(kube: KubeApi, run_id: str, image: str, timeouts: TimeoutPolicy) -> list[str]:

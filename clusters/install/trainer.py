@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.install import manifests
-from clusters.install.common import installed, verify_component
+from clusters.install.common import NOT_INSTALLED_FIX, installed, verify_component
 from clusters.install.context import Chart, InstallContext, install_chart
+from clusters.install.crds import check_crds
 from clusters.install.readiness import trainer_probe, wait_deployments, webhook_serves
 from fixtures import progress
 
@@ -57,7 +58,9 @@ def install(ctx: InstallContext) -> dict[str, Any]:
     if sources.trainer_manifests:
         progress.report(f"Kubeflow Trainer: installing from {sources.trainer_manifests}")
         refs, details = _install_manifests(ctx, sources.trainer_manifests)
+        origin = f"manifests {details['manifests']}"
     else:
+        origin = f"chart {chart(ctx).ref}" + (f" {chart(ctx).version}" if chart(ctx).version else "")
         refs, details = install_chart(
             ctx,
             "Kubeflow Trainer",
@@ -68,13 +71,13 @@ def install(ctx: InstallContext) -> dict[str, Any]:
         )
     kube = ctx.kube_factory()
     waited = wait_deployments(kube, refs, ctx.timeouts, "Kubeflow Trainer") if refs else 0.0
+    crds = check_crds(kube, "trainer", "Kubeflow Trainer", ctx.timeouts, NOT_INSTALLED_FIX)
     rejection = webhook_serves(kube, trainer_probe(), ctx.timeouts)
     from_pr = bool(sources.trainer_manifests or sources.trainer_chart)
     details.setdefault("namespace", NAMESPACE)
     return installed(ctx.settings.combination.trainer, pr_build="PR build" if from_pr else None, refs=refs,
-                     waited=waited, webhook=rejection, **details)  # fmt: skip
+                     waited=waited, webhook=rejection, crds=crds, origin=origin, **details)  # fmt: skip
 
 
 def verify(ctx: InstallContext) -> dict[str, Any]:
-    return verify_component(ctx, ctx.settings.combination.trainer, label="Kubeflow Trainer", probe=trainer_probe(),
-                            deployments=(DEPLOYMENT,))  # fmt: skip
+    return verify_component(ctx, ctx.settings.combination.trainer, probe=trainer_probe())

@@ -5,8 +5,14 @@ What real controllers and webhooks would do, reduced to what the suite observes:
 * ``helm upgrade --install`` (answered by the fake runner) creates the chart's Deployment; KAI's operator then
   creates the operand Deployments and registers the queue webhook a few API calls later (asynchronously, as
   upstream does); Trainer's webhook fails "calling webhook" for its first calls (the known race).
-* Applied CRDs become Established and applied Deployments become Available (a running pod with an imageID).
+* Installs create the components' CRDs (serving the versions of ``fixtures/kinds.py``), and Deployments labelled
+  and imaged as upstream's; applied CRDs become Established and applied Deployments become Available (a
+  running pod with an imageID).
 * The webhooks reject exactly what upstream rejects (the readiness probes' invalid objects).
+* The workload controllers (:class:`~tests.fakes.controllers.SimulatedControllers`: Job controller, KAI's
+  podgrouper, scheduler and binder, kubelet) run the behaviour probe's Job; ``faults`` breaks them.
+* :meth:`SimulatedStack.run_as_processes` makes components present without any Deployment (their CRDs, their
+  webhooks serving), as on a cluster whose KAI runs as plain processes.
 * kubelet copies patched node capacity into allocatable on the next node read.
 
 Every behaviour has a switch, so tests can make a component never ready, never register its webhook, etc.
@@ -24,15 +30,31 @@ import yaml
 
 from clusters.catalog import WORKER_INDEX_LABEL, load_topology
 from clusters.install import kai, trainer
+from clusters.install.crds import SUITE_KINDS
+from clusters.layout import GpuLayout, GpuNode
 from fixtures import errors, kinds
+from fixtures.kinds import Kind
 from fixtures.options import CATALOG, InstallSources, Settings
 from fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import FakeRunner
+from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.kube import Call, FakeKube
 
 #: Every wait gives up after its first retry (one 0.25 s poll): for the tests of what never happens.
 EXPIRING = TimeoutPolicy(scale=0.0005, overrides={"ready": 20.0})
 JOBSET_RELEASE_URL = "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+#: The node the simulated scheduler binds to and the components' pods run on.
+SIM_NODE = "kc-test-worker"
+KAI_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
+#: Operand Deployment → image name, as KAI's operator renders them (values.yaml image names).
+KAI_IMAGES = {"admission": "admission", "binder": "binder", "pod-grouper": "podgrouper",
+              "podgroup-controller": "podgroupcontroller", "queue-controller": "queuecontroller",
+              "kai-scheduler-default": "scheduler"}  # fmt: skip
+#: Labels upstream puts on each component's Deployments (clusters/install/evidence.py).
+KAI_OPERATOR_LABELS = {"app": "kai-operator"}
+KAI_OPERAND_LABELS = {"app.kubernetes.io/managed-by": "kai-operator"}
+JOBSET_LABELS = {"app.kubernetes.io/name": "jobset"}
+TRAINER_LABELS = {"app.kubernetes.io/name": "kubeflow-trainer", "app.kubernetes.io/component": "manager"}
 
 
 def make_settings(tmp: Path, **overrides: Any) -> Settings:
@@ -60,36 +82,40 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
     return Settings(**fields)
 
 
-def deployment(name: str, namespace: str, image: str) -> dict:
+def deployment(name: str, namespace: str, image: str, labels: dict[str, str] | None = None) -> dict:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, **({"labels": dict(labels)} if labels else {})},
         "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "manager", "image": image}]}}},
     }
 
 
-def crd(plural: str, group: str, kind: str) -> dict:
+def crd(kind: Kind, versions: tuple[str, ...] | None = None) -> dict:
+    """The CRD of ``kind`` serving ``versions`` (default: the suite's), not yet Established (as applied)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {"group": group, "names": {"kind": kind, "plural": plural}, "scope": "Namespaced"},
+        "metadata": {"name": kind.resource},
+        "spec": {"group": kind.group, "names": {"kind": kind.kind, "plural": kind.plural},
+                 "scope": "Namespaced" if kind.namespaced else "Cluster",
+                 "versions": [{"name": v, "served": True, "storage": i == 0}
+                              for i, v in enumerate(versions or (kind.version,))]},
         "status": {"storedVersions": []},
-    }
+    }  # fmt: skip
 
 
 def jobset_manifests() -> str:
     """A reduced release manifests.yaml in upstream's order (webhooks before the Deployment)."""
     docs = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "jobset-system"}},
-        crd("jobsets", "jobset.x-k8s.io", "JobSet"),
+        crd(kinds.JOB_SET),
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": "jobset-controller-manager", "namespace": "jobset-system"}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": "jobset-validating-webhook-configuration"}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "jobset-webhook-service", "namespace": "jobset-system"}},
-        deployment("jobset-controller-manager", "jobset-system", "registry.k8s.io/jobset/jobset:v0.12.0"),
+        deployment("jobset-controller-manager", "jobset-system", "registry.k8s.io/jobset/jobset:v0.12.0", JOBSET_LABELS),
     ]  # fmt: skip
     return yaml.safe_dump_all(docs)
 
@@ -98,10 +124,17 @@ def trainer_kustomize_output() -> str:
     """What `kubectl kustomize manifests/overlays/manager` renders: Trainer plus the bundled JobSet."""
     docs = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeflow-system"}},
-        crd("trainjobs", "trainer.kubeflow.org", "TrainJob"),
-        crd("jobsets", "jobset.x-k8s.io", "JobSet"),
-        deployment("jobset-controller-manager", "kubeflow-system", "registry.k8s.io/jobset/jobset:v0.12.0"),
-        deployment(trainer.DEPLOYMENT, "kubeflow-system", "ghcr.io/kubeflow/trainer/trainer-controller-manager:pr"),
+        *(crd(kind) for kind in SUITE_KINDS["trainer"]),
+        crd(kinds.JOB_SET),
+        deployment(
+            "jobset-controller-manager", "kubeflow-system", "registry.k8s.io/jobset/jobset:v0.12.0", JOBSET_LABELS
+        ),
+        deployment(
+            trainer.DEPLOYMENT,
+            "kubeflow-system",
+            "ghcr.io/kubeflow/trainer/trainer-controller-manager:pr",
+            {"app.kubernetes.io/name": "trainer", "app.kubernetes.io/component": "manager"},
+        ),
     ]
     return yaml.safe_dump_all(docs)
 
@@ -139,7 +172,10 @@ class SimulatedStack:
     kubelet_mirrors: bool = True
     deployments_become_available: bool = True
     queue_webhook: bool = True
+    faults: Faults = field(default_factory=Faults)  # of the workload controllers (behaviour probe)
     fetched: list[str] = field(default_factory=list)
+    #: Components present without Deployments (plain processes): their webhooks serve regardless.
+    processes: set[str] = field(default_factory=set)
     _kai_installed_at: int | None = None
 
     def __post_init__(self) -> None:
@@ -147,6 +183,8 @@ class SimulatedStack:
         self.fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
         self.fake.reactors.append(self._controllers)
         self.fake.admission.append(self._webhooks)
+        layout = GpuLayout((GpuNode(SIM_NODE, 4),))
+        self.workloads = SimulatedControllers(self.fake, layout, faults=self.faults).install()
         r = self.runner
         r.on("helm", "upgrade", "--install", kai.RELEASE, action=self._install_kai)
         r.on("helm", "upgrade", "--install", trainer.RELEASE, action=self._install_trainer)
@@ -156,7 +194,7 @@ class SimulatedStack:
             "manifest",
             kai.RELEASE,
             stdout=yaml.safe_dump(
-                deployment(kai.OPERATOR, kai.NAMESPACE, "ghcr.io/kai-scheduler/kai-scheduler/operator:v0.17.0")
+                deployment(kai.OPERATOR, kai.NAMESPACE, f"{KAI_REGISTRY}/operator:v0.17.0", KAI_OPERATOR_LABELS)
             ),
         )
         r.on(
@@ -166,7 +204,10 @@ class SimulatedStack:
             trainer.RELEASE,
             stdout=yaml.safe_dump(
                 deployment(
-                    trainer.DEPLOYMENT, trainer.NAMESPACE, "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"
+                    trainer.DEPLOYMENT,
+                    trainer.NAMESPACE,
+                    "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
+                    TRAINER_LABELS,
                 )
             ),
         )
@@ -180,6 +221,13 @@ class SimulatedStack:
             self.fake.put(worker_node(name, index))
         return names
 
+    def run_as_processes(self, *components: str) -> None:
+        """Components installed without any Deployment (e.g. KAI's binaries run as processes): their CRDs exist
+        and are Established, their webhooks serve."""
+        for component in components:
+            self._put_crds(component)
+            self.processes.add(component)
+
     def fetch(self, url: str, timeout: float) -> str:
         self.fetched.append(url)
         return jobset_manifests()
@@ -191,13 +239,24 @@ class SimulatedStack:
 
     def _install_kai(self, argv: tuple[str, ...]) -> None:
         self._ensure_namespace(kai.NAMESPACE)
-        self.fake.put(deployment(kai.OPERATOR, kai.NAMESPACE, "ghcr.io/kai-scheduler/kai-scheduler/operator:v0.17.0"))
+        self._put_crds("kai")
+        self.fake.put(deployment(kai.OPERATOR, kai.NAMESPACE, f"{KAI_REGISTRY}/operator:v0.17.0", KAI_OPERATOR_LABELS))
         self._kai_installed_at = len(self.fake.calls)
 
     def _install_trainer(self, argv: tuple[str, ...]) -> None:
         self._ensure_namespace(trainer.NAMESPACE)
+        self._put_crds("trainer")
         self.fake.put(deployment(trainer.DEPLOYMENT, trainer.NAMESPACE,
-                                 "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0"))  # fmt: skip
+                                 "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0", TRAINER_LABELS))  # fmt: skip
+
+    def _put_crds(self, component: str) -> None:
+        """A chart's CRDs, installed before anything else (they become Established on the next API call)."""
+        for kind in SUITE_KINDS[component]:
+            if (
+                self.fake.store.get(("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, kind.resource))
+                is None
+            ):
+                self.fake.put(crd(kind))
 
     def _ensure_namespace(self, name: str) -> None:
         if self.fake.store.get(("v1", "Namespace", None, name)) is None:
@@ -208,7 +267,8 @@ class SimulatedStack:
         if self._kai_installed_at is not None and len(fake.calls) - self._kai_installed_at >= self.operator_delay:
             for name in kai.OPERANDS:
                 if fake.store.get(("apps/v1", "Deployment", kai.NAMESPACE, name)) is None:
-                    fake.put(deployment(name, kai.NAMESPACE, f"ghcr.io/kai-scheduler/kai-scheduler/{name}:v0.17.0"))
+                    image = f"{KAI_REGISTRY}/{KAI_IMAGES[name]}:v0.17.0"
+                    fake.put(deployment(name, kai.NAMESPACE, image, KAI_OPERAND_LABELS))
         for obj in list(fake.store.values()):
             status = obj.setdefault("status", {})
             if obj["kind"] == "CustomResourceDefinition" and not status.get("conditions"):
@@ -226,6 +286,7 @@ class SimulatedStack:
         image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
         fake.put({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{meta['name']}-0", "namespace": meta["namespace"]},
+            "spec": {"nodeName": SIM_NODE, "containers": [{"name": "manager", "image": image}]},
             "status": {"phase": "Running", "containerStatuses": [
                 {"name": "manager", "image": image, "imageID": f"{image.split(':')[0]}@sha256:{'ab' * 32}"}]},
         })  # fmt: skip
@@ -233,17 +294,17 @@ class SimulatedStack:
     # ------------------------------------------------------------------------------------------ webhooks
     def _webhooks(self, operation: str, obj: dict, dry_run: bool) -> None:
         kind = obj["kind"]
-        queue_webhook = self.queue_webhook and self._has(kai.NAMESPACE, "queue-controller")
+        queue_webhook = self.queue_webhook and (self._has(kai.NAMESPACE, "queue-controller") or "kai" in self.processes)
         if kind == "Queue" and queue_webhook and not obj.get("spec", {}).get("resources"):
             self._deny("queue-validation.kai.scheduler", "resources must be specified")
-        if kind == "JobSet" and self._has("jobset-system", "jobset-controller-manager"):
+        if kind == "JobSet" and (self._has("jobset-system", "jobset-controller-manager") or "jobset" in self.processes):
             first = obj["spec"]["replicatedJobs"][0]
             if first.get("dependsOn"):
                 self._deny(
                     "vjobset.kb.io",
                     "spec.replicatedJobs: Invalid value: DependsOn can't be set for the first ReplicatedJob",
                 )
-        if kind == "TrainJob" and self._has(trainer.NAMESPACE, trainer.DEPLOYMENT):
+        if kind == "TrainJob" and (self._has(trainer.NAMESPACE, trainer.DEPLOYMENT) or "trainer" in self.processes):
             if self.trainer_webhook_failures > 0:
                 self.trainer_webhook_failures -= 1
                 raise errors.ServerError("create TrainJob", 500, "InternalError",

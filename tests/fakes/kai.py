@@ -18,6 +18,8 @@ class Kai(Simulation):
     # ------------------------------------------------------------------------------------- KAI's podgrouper
     def podgrouper(self) -> bool:
         changed = False
+        if self.faults.podgrouper_down:
+            return False
         for pod in self._all(kinds.POD):
             if pod["spec"].get("schedulerName") != KAI_SCHEDULER_NAME or is_terminating(pod):
                 continue
@@ -138,10 +140,23 @@ class Kai(Simulation):
 
     def _bind(self, pod: Obj, node: str) -> None:
         """What a binder does: the node and ``PodScheduled=True``; the kubelet (tests/fakes/kubelet.py) runs it."""
+        if self.faults.binder_down and pod["spec"].get("schedulerName") == KAI_SCHEDULER_NAME:
+            self._request_binding(pod, node)
+            return
         pod["spec"]["nodeName"] = node
         pod["status"] = {"phase": "Pending",
                          "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": self._now()}]}  # fmt: skip
         self.fake.put(pod)
+
+    def _request_binding(self, pod: Obj, node: str) -> None:
+        """The scheduler's decision as a BindRequest that no binder carries out (Faults.binder_down)."""
+        meta = pod["metadata"]
+        if self._find(kinds.BIND_REQUEST, meta["name"], meta["namespace"]) is None:
+            self.fake.put({
+                "apiVersion": kinds.BIND_REQUEST.api_version, "kind": "BindRequest",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "ownerReferences": [self._ref(pod)]},
+                "spec": {"podName": meta["name"], "selectedNode": node}, "status": {"phase": "Pending"},
+            })  # fmt: skip
 
     def scheduler(self) -> bool:
         changed = False

@@ -61,13 +61,22 @@ class Kubelet(Simulation):
             if is_terminating(pod):
                 changed |= self._kill(pod)
             elif (pod.get("status") or {}).get("phase") in (None, "Pending"):
-                self._start(pod)
-                changed = True
+                changed |= self._start(pod)
         return changed
 
-    def _start(self, pod: Obj) -> None:
+    def _start(self, pod: Obj) -> bool:
         now = self._now()
         status = pod.setdefault("status", {})
+        if self.faults.image_does_not_start:
+            if status.get("containerStatuses"):
+                return False
+            status["containerStatuses"] = [
+                {"name": c["name"], "image": c.get("image", ""), "ready": False, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ErrImagePull", "message": "failed to pull and unpack image: not found"}}}
+                for c in pod["spec"]["containers"]
+            ]  # fmt: skip
+            self.fake.put(pod)
+            return True
         status["phase"] = "Running"
         status["startTime"] = now
         status["containerStatuses"] = [
@@ -76,6 +85,7 @@ class Kubelet(Simulation):
             for c in pod["spec"]["containers"]
         ]  # fmt: skip
         self.fake.put(pod)
+        return True
 
     def _kill(self, pod: Obj) -> bool:
         changed = False
@@ -86,7 +96,7 @@ class Kubelet(Simulation):
             codes = []
             ended = []
             for container in pod["spec"]["containers"]:
-                code = exit_code_on_termination(container)
+                code = 0 if self.faults.evicted_pods_succeed else exit_code_on_termination(container)
                 codes.append(code)
                 running = (started.get(container["name"], {}).get("state") or {}).get("running") or {}
                 ended.append({

@@ -37,6 +37,14 @@ class Faults:
     trainer_copies_trainjob_labels: bool = False
     #: The podgrouper recomputes spec.queue on every reconcile (it must keep it).
     podgrouper_moves_queue: bool = False
+    #: KAI's podgrouper does not run: no pod gets a PodGroup.
+    podgrouper_down: bool = False
+    #: KAI's binder does not run: the scheduler's BindRequests are never carried out.
+    binder_down: bool = False
+    #: The kubelet cannot start the workload image: bound pods stay Pending with a pull error.
+    image_does_not_start: bool = False
+    #: The workload image exits 0 on SIGTERM (as ``pause`` does): an evicted pod ends Succeeded, not Failed.
+    evicted_pods_succeed: bool = False
 
 
 @dataclass

@@ -1,0 +1,185 @@
+"""The behaviour probe: a workload KAI groups, binds and runs, whose evicted pod must end Failed. It passes on a
+working stack whatever its Deployments, and each stage that does not happen fails naming the component that owns
+it, what that component said, and the fix; whatever the outcome, what the probe made is removed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusters.install.behaviour import (
+    JOB_NAME,
+    NAMESPACE_PREFIX,
+    QUEUE_LABEL,
+    QUEUE_PREFIX,
+    probe_objects,
+    prove_scheduling,
+)
+from clusters.install.suite import apply_suite_objects, remove_suite_objects
+from clusters.layout import GpuLayout
+from clusters.suite_stack import KAI_SCHEDULER_NAME, PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX
+from fixtures import errors, kinds
+from fixtures.options import CATALOG
+from fixtures.ownership import MANAGED_BY, RUN_LABEL, SCOPE_LABEL, SUITE
+from fixtures.waits import TimeoutPolicy
+from tests import crd_schemas
+from tests.fakes.controllers import Faults, SimulatedControllers
+from tests.fakes.installation import SimulatedStack
+from tests.fakes.kube import FakeKube
+
+pytestmark = pytest.mark.usefixtures("fast_polling")
+
+IMAGE = "registry.k8s.io/pause:3.10"
+RUN = "run-1"
+TIMEOUTS = TimeoutPolicy(scale=0.01)
+#: Every stage that never happens gives up after a few polls.
+EXPIRING = TimeoutPolicy(scale=0.002)
+
+
+def stack_with(fake: FakeKube, faults: Faults | None = None) -> SimulatedStack:
+    """A cluster whose three components run as plain processes (no Deployment at all), plus the suite's objects."""
+    stack = SimulatedStack(fake, faults=faults or Faults())
+    stack.run_as_processes("kai", "jobset", "trainer")
+    apply_suite_objects(fake, RUN, IMAGE, TIMEOUTS)
+    return stack
+
+
+def probe_left(fake: FakeKube) -> list[str]:
+    namespaces = [n["metadata"]["name"] for n in fake.objects(kinds.NAMESPACE)]
+    queues = [q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)]
+    return [n for n in namespaces if n.startswith(NAMESPACE_PREFIX)] + [q for q in queues if q.startswith(QUEUE_PREFIX)]
+
+
+def failure_of(fake: FakeKube, timeouts: TimeoutPolicy = EXPIRING) -> str:
+    with pytest.raises(errors.InfrastructureError) as caught:
+        prove_scheduling(fake, RUN, IMAGE, timeouts, suffix="abc123")
+    assert probe_left(fake) == []  # a failed probe still removes what it made
+    return str(caught.value)
+
+
+def test_a_working_stack_without_any_deployment_passes_every_stage(fake: FakeKube) -> None:
+    stack_with(fake)
+    applied: list[dict] = []
+    fake.reactors.append(lambda f, call: applied.append(call.detail) if call.operation == "apply" else None)
+    result = prove_scheduling(fake, RUN, IMAGE, TIMEOUTS, suffix="abc123")
+    assert fake.objects(kinds.DEPLOYMENT) == []
+    assert {k: result[k] for k in ("namespace", "queue", "job", "node", "evicted_pod", "removed")} == {
+        "namespace": "kc-stack-probe-abc123", "queue": "kai-conformance-probe-abc123", "job": JOB_NAME,
+        "node": "kc-test-worker", "evicted_pod": "counted as failed by the Job controller", "removed": "everything",
+    }  # fmt: skip
+    assert result["podgroup"].startswith(f"pg-{JOB_NAME}-")
+    assert list(result["seconds"]) == ["pod", "podgroup", "bound", "running", "evicted", "removed"]
+    queue, namespace, job = [d for d in applied if d["kind"] in ("Queue", "Namespace", "Job")]
+    assert queue["spec"]["parentQueue"] == PARENT_QUEUE  # a leaf: KAI schedules only into leaf queues
+    template = job["spec"]["template"]
+    assert (job["spec"]["completionMode"], job["spec"]["backoffLimitPerIndex"]) == (
+        "Indexed",
+        WORKLOAD_BACKOFF_LIMIT_PER_INDEX,
+    )
+    assert template["spec"]["schedulerName"] == KAI_SCHEDULER_NAME
+    assert "nvidia.com/gpu" not in str(template["spec"]["containers"])
+    assert (
+        job["metadata"]["labels"][QUEUE_LABEL]
+        == template["metadata"]["labels"][QUEUE_LABEL]
+        == queue["metadata"]["name"]
+    )
+    for obj in (queue, namespace, job, template):  # the run's stack objects: never counted as a case's leftovers
+        labels = obj["metadata"]["labels"]
+        assert (labels[MANAGED_BY], labels[RUN_LABEL], labels[SCOPE_LABEL]) == (SUITE, RUN, "stack")
+    assert [c.kind for c in fake.operations("delete")] == ["Pod", "Job", "Namespace", "Queue"]  # one eviction
+    assert probe_left(fake) == []
+    assert fake.objects(kinds.POD_GROUP) == [] and fake.objects(kinds.JOB) == []
+
+
+def test_no_pod_names_the_job_controller(fake: FakeKube) -> None:
+    apply_suite_objects(fake, RUN, IMAGE, TIMEOUTS)  # no controller runs on this cluster
+    message = failure_of(fake)
+    assert message.startswith(f"the Job controller (kube-controller-manager) created no pod for the probe Job "
+                              f"kc-stack-probe-abc123/{JOB_NAME}")  # fmt: skip
+    assert "fix: check kube-controller-manager, and any admission webhook that refuses pods" in message
+
+
+def test_no_podgroup_names_the_podgrouper(fake: FakeKube) -> None:
+    stack_with(fake, Faults(podgrouper_down=True))
+    message = failure_of(fake)
+    assert message.startswith("KAI podgrouper made no PodGroup for the probe pod kc-stack-probe-abc123/")
+    assert "fix: check that KAI's podgrouper runs" in message
+    assert "ClusterRole kai-podgrouper" in message
+
+
+def test_unschedulable_names_the_scheduler_and_quotes_it(fake: FakeKube) -> None:
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    SimulatedControllers(fake, GpuLayout(())).install()  # KAI runs, but there is no node to place anything on
+    apply_suite_objects(fake, RUN, IMAGE, TIMEOUTS)
+    message = failure_of(fake)
+    assert message.startswith("KAI scheduler did not schedule the probe pod kc-stack-probe-abc123/")
+    assert (
+        "and made no BindRequest; KAI said: pod Unschedulable: PodSchedulingErrors: Resources were found for 0 pods"
+        in message
+    )
+    assert "PodGroup Unschedulable: PodSchedulingErrors" in message
+    assert "fix: check that KAI's scheduler runs" in message
+    assert "a node has cpu 10m, memory 16Mi free for the probe" in message
+
+
+def test_a_bind_request_never_carried_out_names_the_binder(fake: FakeKube) -> None:
+    stack_with(fake, Faults(binder_down=True))
+    message = failure_of(fake)
+    assert message.startswith("KAI binder did not bind the probe pod kc-stack-probe-abc123/")
+    assert "the scheduler chose node kc-test-worker (BindRequest " in message
+    assert "phase Pending" in message
+    assert "fix: check that KAI's binder runs" in message
+
+
+def test_a_bound_pod_that_never_runs_names_the_kubelet_and_the_image(fake: FakeKube) -> None:
+    stack_with(fake, Faults(image_does_not_start=True))
+    message = failure_of(fake)
+    assert message.startswith("the kubelet on node kc-test-worker did not run the probe pod")
+    assert "(KAI bound it): container node waiting ErrImagePull: failed to pull and unpack image" in message
+    assert f"fix: the workload image {IMAGE} must be pullable by the nodes or loaded on them" in message
+    assert "--workload-image" in message
+
+
+def test_an_evicted_pod_counted_as_succeeded_stops_the_run_with_the_fix(fake: FakeKube) -> None:
+    stack_with(fake, Faults(evicted_pods_succeed=True))
+    message = failure_of(fake, TIMEOUTS)
+    assert message.startswith("an evicted workload pod ends Succeeded on this cluster: the probe pod")
+    assert f"The workload image {IMAGE} exits 0 on SIGTERM" in message
+    assert "fix: pass --workload-image with an image that has a POSIX sh (see docs/suites.md)" in message
+
+
+def test_a_container_that_exits_at_once_fails_without_waiting(fake: FakeKube) -> None:
+    stack_with(fake)
+
+    def exit_at_once(f: FakeKube, call) -> None:
+        for pod in f.objects(kinds.POD):
+            if pod["spec"].get("nodeName") and pod["status"].get("phase") == "Running":
+                pod["status"] = {"phase": "Succeeded", "containerStatuses": [
+                    {"name": "node", "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}  # fmt: skip
+                f.put(pod)
+
+    fake.reactors.append(exit_at_once)
+    message = failure_of(fake, TimeoutPolicy(scale=10))  # would wait minutes if it waited
+    assert "ended Succeeded at once (container node terminated Completed, exit code 0)" in message
+    assert "must run until it is stopped" in message
+
+
+def test_what_cannot_be_removed_is_reported_not_raised(fake: FakeKube) -> None:
+    stack_with(fake)
+    fake.fail("delete", 403, kind="Namespace", message="namespaces is forbidden")
+    result = prove_scheduling(fake, RUN, IMAGE, EXPIRING, suffix="abc123")
+    assert result["removed"].startswith("not everything: delete Namespace kc-stack-probe-abc123 → 403")
+    assert probe_left(fake) == ["kc-stack-probe-abc123"]
+    assert remove_suite_objects(fake, RUN, TIMEOUTS) == []  # teardown of an existing cluster takes what was left
+    assert probe_left(fake) == []
+
+
+def test_the_probe_objects_pass_the_upstream_schemas_of_every_combination(schema_root: Path) -> None:
+    objects = probe_objects("kc-stack-probe-abc123", "kai-conformance-probe-abc123", IMAGE, RUN)
+    for combination in CATALOG.combinations:
+        schemas = crd_schemas.schemas_for(combination, schema_root)
+        for obj in objects:
+            assert crd_schemas.metadata_problems(obj) + crd_schemas.core_problems(obj) == []
+            assert not schemas.covers(obj) or schemas.problems(obj) == [], (combination.name, obj["kind"])
+        assert schemas.covers(objects[0])  # the queue is checked against KAI's Queue schema
