@@ -6,13 +6,16 @@ changes, so a suite case runs end to end, offline, in milliseconds. The behaviou
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``) over the shared ground of ``simulation``.
+module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``) over the shared ground of ``simulation``;
+``stack`` publishes what the stack looks like from outside (component Deployments, the podgrouper's RBAC).
 
 Not simulated: reclaim across queues, Job back-off delays, events other than the ones the suites read.
 """
 
 from __future__ import annotations
 
+from tests.fakes import stack
+from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
 from tests.fakes.kube import Call, FakeKube
@@ -22,12 +25,13 @@ from tests.fakes.trainer_jobset import TrainerAndJobSet
 __all__ = ["Faults", "SimulatedControllers"]
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Simulation):
+class SimulatedControllers(TrainerAndJobSet, JobController, Binder, Kai, Simulation):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False
 
     def install(self) -> SimulatedControllers:
+        stack.publish(self.fake, self.faults, self.kai_version)
         self.fake.reactors.append(self._react)
         return self
 
@@ -37,7 +41,9 @@ class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Simulation):
         self._busy = True
         try:
             for _ in range(6):
-                if not any([self.trainer(), self.jobsets(), self.jobs(), self.podgrouper(), self.scheduler()]):
+                if not any(
+                    [self.trainer(), self.jobsets(), self.jobs(), self.podgrouper(), self.scheduler(), self.binder()]
+                ):
                     break
         finally:
             self._busy = False

@@ -32,6 +32,14 @@ class Faults:
     trainer_copies_trainjob_labels: bool = False
     #: The podgrouper recomputes spec.queue on every reconcile (it must keep it).
     podgrouper_moves_queue: bool = False
+    #: The podgrouper's ClusterRole lacks ``trainjobs``: its owner walk stops at the JobSet (KAI §4.6), so the
+    #: queue and priority come only from JobSet and pod labels, and SubjectAccessReviews deny the verbs.
+    podgrouper_without_trainjob_rbac: bool = False
+    #: The podgrouper reads the queue from this label key instead of ``kai.scheduler/queue``.
+    podgrouper_queue_label: str | None = None
+    #: KAI's binder does not run: the BindRequests the scheduler creates stay without a phase, no pod is bound,
+    #: and the binder's Deployment is not Available.
+    binder_down: bool = False
 
 
 @dataclass
