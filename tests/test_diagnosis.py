@@ -86,6 +86,10 @@ def test_the_first_missing_link_is_named() -> None:
     found = dg.diagnose(facts(tj, js, job), "gang", 2)
     assert found.broken is not None and found.broken.component is comp.JOBSET
     assert "no Job yet for replicatedJob(s) launcher" in found.text()
+    js["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "node", "status": "Ready"}]
+    waits = dg.diagnose(facts(tj, js, job), "gang", 2)
+    assert "1 Job(s) (launcher waits for dependsOn)" in waits.chain
+    assert waits.broken is not None and "only 0 of 2 pods exist" in waits.broken.text
     job["spec"] = {"suspend": True}
     js["spec"] = {}
     suspended = dg.diagnose(facts(tj, js, job), "gang", 2)

@@ -315,13 +315,17 @@ def diagnose(facts: Facts, workload: str, size: int) -> Diagnosis:
         return stop(_absent(TRAINER, facts, f"no JobSet for TrainJob {workload}", _conditions(trainjob)))
     jobset = snap.jobsets[0]
     chain.append(f"JobSet {name_of(jobset)}")
-    wanted = [r.get("name") for r in (jobset.get("spec") or {}).get("replicatedJobs") or []]
     made = {labels_of(j).get(REPLICATED_JOB_LABEL) for j in snap.jobs}
-    if not snap.jobs or any(name not in made for name in wanted):
-        chain.append(f"{len(snap.jobs)} Job(s)")
-        missing = ", ".join(str(n) for n in wanted if n not in made)
-        return stop(_absent(JOBSET, facts, f"no Job yet for replicatedJob(s) {missing}", _conditions(jobset)))
+    unmade = [r for r in (jobset.get("spec") or {}).get("replicatedJobs") or [] if r.get("name") not in made]
+    # A replicatedJob with dependsOn is created only once its dependencies are Ready/Complete (JobSet): not a break.
+    waiting = [r for r in unmade if r.get("dependsOn")]
+    missing = [r for r in unmade if not r.get("dependsOn")]
     chain.append(f"{len(snap.jobs)} Job(s)")
+    if waiting:
+        chain[-1] += " (" + ", ".join(f"{r.get('name')} waits for dependsOn" for r in waiting) + ")"
+    if not snap.jobs or missing:
+        names = ", ".join(str(r.get("name")) for r in missing) or "any"
+        return stop(_absent(JOBSET, facts, f"no Job yet for replicatedJob(s) {names}", _conditions(jobset)))
     live = snap.live_pods
     chain.append(f"{len(live)} of {size} pods")
     if len(live) < size:
