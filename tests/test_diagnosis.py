@@ -277,6 +277,12 @@ def test_provenance_of_a_value_no_object_carries_and_of_unknown_access() -> None
         "queue elsewhere from no object of the chain (none carries that value), but the chain asks for default-queue"
         in text
     )
+    _labelled(tj, **{"kai.scheduler/queue": "second"})
+    relabelled = provenance(facts(tj, js, job, *pods, podgroups=(pg,)).snap.of("gang"), Access(TRAINJOBS))
+    assert relabelled is not None
+    assert "why: no object of the chain carries that queue now: KAI keeps a PodGroup's queue from its creation" in (
+        "\n".join(relabelled.lines())
+    )
     assert (
         "priority class train from KAI's default (no priority class set on the JobSet, the TrainJob or the pods)"
         in text

@@ -151,6 +151,11 @@ def read_field(
         why = f"no object of the chain sets a {field}, so KAI's default {default} applies (kai-scheduler.md §3.2, §3.3)"
     elif other_key:
         why = f"KAI is configured to read the {field} from label {other_key} (KAI Config spec.global.queueLabelKey)"
+    elif origin_source is None and actual is not None and field == "queue":
+        why = (
+            "no object of the chain carries that queue now: KAI keeps a PodGroup's queue from its creation "
+            "(podgroup/handler.go, kai-scheduler.md §3.2), so a label may have changed since"
+        )
     elif origin_source is not None and given.index(origin_source) > 0:
         why = (
             f"the podgrouper ranked {origin_source.name} above {asked.name}; KAI's precedence is the JobSet, then the "
