@@ -225,9 +225,15 @@ def test_a_diagnosis_that_cannot_be_made_never_hides_the_failure() -> None:
         def list(self, *args: Any, **kwargs: Any) -> list:
             raise RuntimeError("boom")
 
-    raised = dg.explain(Broken(), b.NS, Snapshot(taken_at=T0), ConditionNotMet("wait"), [("gang", 2)])  # type: ignore[arg-type]
+    def unreachable() -> Snapshot:
+        raise errors.Unreachable("list pods", 0, "Unreachable", "connection refused")
+
+    raised = dg.explain(Broken(), b.NS, lambda: Snapshot(taken_at=T0), ConditionNotMet("wait"), [("gang", 2)])  # type: ignore[arg-type]
     assert isinstance(raised, ConditionNotMet)
     assert str(raised) == "wait\n(no chain diagnosis: RuntimeError: boom)"
+    raised = dg.explain(FakeKube(), b.NS, unreachable, ConditionNotMet("wait"), [("gang", 2)])
+    assert isinstance(raised, ConditionNotMet)
+    assert "(no chain diagnosis: Unreachable: list pods: connection refused)" in str(raised)
 
 
 def test_gather_reads_through_the_api_and_says_what_it_could_not_read() -> None:

@@ -370,12 +370,17 @@ def explained(failure: BaseException, diagnoses: Sequence[Diagnosis]) -> BaseExc
 
 
 def explain(
-    kube: KubeApi, namespace: str, snap: Snapshot, failure: BaseException, about: Sequence[tuple[str, int]]
+    kube: KubeApi,
+    namespace: str,
+    look: Callable[[], Snapshot],
+    failure: BaseException,
+    about: Sequence[tuple[str, int]],
 ) -> BaseException:
-    """Diagnose every workload in ``about`` (name, pods) and return the failure to raise instead of ``failure``.
-    A diagnosis never hides the failure it explains: if it cannot be made, the failure says so and stays as is."""
+    """Diagnose every workload in ``about`` (name, pods) from a fresh look at the namespace (``look``: a snapshot
+    with owners and events) and return the failure to raise instead of ``failure``. A diagnosis never hides the
+    failure it explains: if it cannot be made, the failure says so and keeps its type."""
     try:
-        facts = gather(kube, namespace, snap)
+        facts = gather(kube, namespace, look())
         return explained(failure, [diagnose(facts, name, size) for name, size in about])
-    except Exception as exc:  # whatever broke the diagnosis, the original failure must surface
+    except Exception as exc:  # whatever broke the diagnosis (the API included), the original failure must surface
         return _with_text(failure, f"(no chain diagnosis: {type(exc).__name__}: {exc})")

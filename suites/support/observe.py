@@ -172,8 +172,9 @@ class Observer:
         targets = list(self.workloads.items()) if about is None else list(about)
         if not targets:
             return failure
-        snap = self.snapshot(events=True, owners=True)
-        return diagnosis.explain(self.kube, self.namespace, snap, failure, targets)
+        return diagnosis.explain(
+            self.kube, self.namespace, lambda: self.snapshot(events=True, owners=True), failure, targets
+        )
 
     def _probe(
         self,

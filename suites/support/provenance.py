@@ -151,7 +151,7 @@ def read_field(
         why = f"no object of the chain sets a {field}, so KAI's default {default} applies (kai-scheduler.md §3.2, §3.3)"
     elif other_key:
         why = f"KAI is configured to read the {field} from label {other_key} (KAI Config spec.global.queueLabelKey)"
-    elif origin_source is None and actual is not None and field == "queue":
+    elif origin_source is None and actual not in (None, default) and field == "queue":
         why = (
             "no object of the chain carries that queue now: KAI keeps a PodGroup's queue from its creation "
             "(podgroup/handler.go, kai-scheduler.md §3.2), so a label may have changed since"
