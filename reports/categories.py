@@ -102,6 +102,14 @@ CATEGORIES: tuple[Category, ...] = (
         hint="a CRD the case needs is missing: check the install of KAI, JobSet and Trainer",
     ),
     Category(
+        "Infrastructure: a component of the stack is down or cannot act",
+        INFRASTRUCTURE,
+        ("broken",),
+        (errors.ComponentDown,),
+        hint="a wait failed because a controller did not act (the chain diagnosis names it and what it left undone): "
+        "fix the install, then run again",
+    ),
+    Category(
         "Infrastructure: wait for cluster, install or cleanup timed out",
         INFRASTRUCTURE,
         ("broken",),

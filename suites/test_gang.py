@@ -216,4 +216,4 @@ def assert_bound_together(
     spread = bind_spread(snap, settle(timeouts))
     record.verdict(spread)
     record.note(f"TrainJob {gang.name}: {spread.explanation}")
-    assert spread.ok, f"[{expect.kai.name}] TrainJob {gang.name} was not bound together: {spread}"
+    gang.confirm(spread, f"[{expect.kai.name}] TrainJob {gang.name} was not bound together")

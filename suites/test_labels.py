@@ -18,6 +18,9 @@ so the report shows source × level):
 * Control: the runtime pod-template label of the table, claimed at the Job (where JobSet never copies pod-template
   metadata) instead of the Pod, makes the propagation detector fire for exactly those two levels: proof that on
   this cluster it sees a label that is there and misses one that is not.
+
+A failed verdict says which queue, priority class and labels the PodGroup got and from which object, and whether
+the podgrouper may read TrainJobs (suites/support/provenance.py).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from suites.support.expectations import (
     Expectations,
 )
 from suites.support.levels import arrival, arrivals
-from suites.support.observe import Observer
+from suites.support.observe import Observer, Workload
 from suites.support.snapshot import Snapshot, name_of
 
 pytestmark = pytest.mark.labels
@@ -76,12 +79,12 @@ def test_metadata_arrives_only_where_the_chain_copies_it(
         f"{expect.trainer.name} has no spec.runtimePatches",
     )
     workspace.apply_all(case.manifests(ctx))
-    snap = grouped(observer, "labels", 1, timeouts)
+    job, snap = grouped(observer, "labels", 1, timeouts)
     expected = ARRIVALS[case.source]
     found = arrivals(snap, case.source, case.key, expected) + arrivals(
         snap, case.source, case.key, expected, annotation=True
     )
-    assert_arrivals(found, record, expect)
+    assert_arrivals(job, found, record, expect)
 
 
 @pytest.mark.parametrize("case", [param(ControllerMarksCase())])
@@ -97,7 +100,7 @@ def test_the_controllers_mark_jobs_and_pods(
     """schedulerName reaches every pod, JobSet labels its Jobs and pods, KAI annotates and labels every pod."""
     require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
-    snap = grouped(observer, "marks", case.pods, timeouts)
+    job, snap = grouped(observer, "marks", case.pods, timeouts)
     found = [scheduler_name_arrival(snap)]
     for key in JOBSET_OWN_LABELS:
         found += arrivals(snap, "jobset-controller", key, frozenset({"Job", "Pod"}), levels=("Job", "Pod"))
@@ -107,7 +110,7 @@ def test_the_controllers_mark_jobs_and_pods(
     )
     subgroup = expect.kai.subgroup_of("node")
     found.append(arrival(snap, "kai-podgrouper", SUBGROUP_LABEL, "Pod", subgroup is not None, value=subgroup))
-    assert_arrivals(found, record, expect)
+    assert_arrivals(job, found, record, expect)
 
 
 @pytest.mark.parametrize("case", [param(c) for c in PRIORITY_SOURCES])
@@ -134,7 +137,7 @@ def test_a_priority_class_label_reaches_the_podgroup(
     record.label(
         case.source, f"label {PRIORITY_LABEL}", "PodGroup.spec.priorityClassName", expected=True, observed=verdict.ok
     )
-    assert verdict.ok, f"[{expect.kai.name}] {verdict}"
+    job.confirm(verdict, f"[{expect.kai.name}] PodGroup priority class from {case.source}")
 
 
 @pytest.mark.control
@@ -152,7 +155,7 @@ def test_control_the_propagation_detector_fires_on_a_label_claimed_at_the_wrong_
     fires for the Job (claimed, absent) and the Pod (disclaimed, present), and for no other level."""
     require_gpus(ctx.layout, 1)
     workspace.apply_all(case.manifests(ctx))
-    snap = grouped(observer, "labels", 1, timeouts)
+    _, snap = grouped(observer, "labels", 1, timeouts)
     # Not recorded as label observations: the report's source × level table shows what the table claims.
     found = arrivals(snap, case.source, case.key, case.claimed)
     verdict = arrivals_as_expected(found)
@@ -169,14 +172,14 @@ def test_control_the_propagation_detector_fires_on_a_label_claimed_at_the_wrong_
 
 
 # ------------------------------------------------------------------------------------------------- shared steps
-def grouped(observer: Observer, workload: str, pods: int, timeouts: TimeoutPolicy) -> Snapshot:
-    """The workload once KAI has grouped it (PodGroup made, every pod annotated), with its owners."""
+def grouped(observer: Observer, workload: str, pods: int, timeouts: TimeoutPolicy) -> tuple[Workload, Snapshot]:
+    """The workload once KAI has grouped it (PodGroup made, every pod annotated), and a snapshot with its owners."""
     job = observer.workload(workload, pods)
     job.visible(timeouts("schedule"))
     job.until(
         pods_annotated, what=f"KAI's podgrouper to annotate the pods of TrainJob {workload}", timeout=timeouts("api")
     )
-    return job.snapshot(owners=True)
+    return job, job.snapshot(owners=True)
 
 
 def scheduler_name_arrival(snap: Snapshot) -> Arrival:
@@ -185,9 +188,9 @@ def scheduler_name_arrival(snap: Snapshot) -> Arrival:
     return Arrival("runtime-pod-template", f"spec.schedulerName={KAI_SCHEDULER_NAME}", "Pod", True, observed)
 
 
-def assert_arrivals(found: list[Arrival], record: CaseRecorder, expect: Expectations) -> None:
+def assert_arrivals(job: Workload, found: list[Arrival], record: CaseRecorder, expect: Expectations) -> None:
     for a in found:
         record.label(a.source, a.key, a.level, expected=a.expected, observed=a.observed)
     verdict = arrivals_as_expected(found)
     record.verdict(verdict)
-    assert verdict.ok, f"[{expect.describe()}] {verdict}"
+    job.confirm(verdict, f"[{expect.describe()}] labels and annotations of TrainJob {job.name}")

@@ -4,7 +4,9 @@ KAI maps a TrainJob to its skip-top-owner grouper, which groups by the TrainJob'
 
 * Exactly one PodGroup per TrainJob, named ``pg-<jobset name>-<jobset uid>``, whose only ownerReference is the
   JobSet (not the TrainJob, a Job or a pod); its ``kai.scheduler/top-owner-metadata`` names the JobSet; the chain
-  TrainJob → JobSet → Job → Pod holds by uid.
+  TrainJob → JobSet → Job → Pod holds by uid. The PodGroup carries what the TrainJob asks for: ``spec.queue`` from
+  its ``kai.scheduler/queue`` label and ``spec.priorityClassName`` from its ``priorityClassName`` label (read
+  through the TrainJob itself, skip-top-owner); a failure says where each value came from.
 * The PodGroup's shape is the version's (expectation table): v0.16+ a root ``minSubGroup``, a SubGroup per
   replicatedJob and a leaf ``<replicatedJob>-replica-<i>`` with ``minMember`` = its pods; v0.13–v0.14 a flat
   ``minMember``; v0.15 ``minMember`` 1 unless ``kai.scheduler/batch-min-member``. Every pod points at its PodGroup
@@ -37,6 +39,8 @@ from suites.support.detectors import (
     all_of,
     collected,
     ownership_chain,
+    podgroup_priority_class,
+    podgroup_queue,
     podgroup_shape,
     pods_annotated,
     pods_grouped,
@@ -49,7 +53,9 @@ from suites.support.snapshot import Obj, Snapshot, labels_of, uid_of
 
 pytestmark = pytest.mark.podgrouper
 
-OWNERSHIP = [PodGroupCase(pods=1), PodGroupCase(pods=2)]
+#: A non-default, preemptible class: the PodGroup must get it from the TrainJob, and binding stays within quota rules.
+OWNED_PRIORITY = "build-preemptible"
+OWNERSHIP = [PodGroupCase(pods=1, priority_class=OWNED_PRIORITY), PodGroupCase(pods=2, priority_class=OWNED_PRIORITY)]
 SHAPES = [PodGroupCase(pods=2), PodGroupCase(pods=2, extra=AUX_JOB)]
 #: (API group, resource) the podgrouper walks through for a TrainJob pod (KAI §4.6).
 READ_VERBS = ("get", "list", "watch")
@@ -68,16 +74,23 @@ def test_one_podgroup_per_trainjob_owned_by_its_jobset(
     timeouts: TimeoutPolicy,
     record: CaseRecorder,
 ) -> None:
-    """One PodGroup pg-<jobset>-<uid>, owned only by the JobSet; TrainJob → JobSet → Job → Pod by uid."""
+    """One PodGroup pg-<jobset>-<uid>, owned only by the JobSet, carrying the TrainJob's queue and priority class;
+    TrainJob → JobSet → Job → Pod by uid."""
     require_gpus(ctx.layout, case.pods)
     workspace.apply_all(case.manifests(ctx))
     job = observer.workload("owned", case.total_pods)
     job.visible(timeouts("schedule"))
+    queue, priority = case.expected_queue(ctx), case.expected_priority_class
     _, verdict = observer.until(
         lambda s: all_of(
-            single_podgroup_owned_by_jobset(s), ownership_chain(s.of("owned")), top_owner_is_jobset(s.of("owned"))
+            single_podgroup_owned_by_jobset(s),
+            ownership_chain(s.of("owned")),
+            top_owner_is_jobset(s.of("owned")),
+            podgroup_queue(s.of("owned"), queue),
+            podgroup_priority_class(s.of("owned"), priority),
         ),
-        what=f"[{expect.kai.name}] one PodGroup owned by TrainJob owned's JobSet, and the owner chain by uid",
+        what=f"[{expect.kai.name}] one PodGroup owned by TrainJob owned's JobSet, carrying queue {queue} and "
+        f"priority class {priority}, and the owner chain by uid",
         timeout=timeouts("api"),
         owners=True,
     )

@@ -237,7 +237,7 @@ def assert_evicted_whole(
     record.verdict(settled)
     whole = watch.observe(victim.snapshot())
     record.verdict(whole)
-    assert whole.ok, f"{row} {whole}"
+    victim.confirm(whole, row)
     _, evicted = victim.until(
         lambda s: eviction_recorded(s, action),
         what=f"{row} the PodGroup of {victim.name} records the eviction",

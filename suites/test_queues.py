@@ -106,7 +106,7 @@ def test_the_podgroup_is_queued_by_label_precedence(
         record.label(a.source, a.key, a.level, expected=a.expected, observed=a.observed)
     where = arrivals_as_expected(found)
     record.verdict(where)
-    assert where.ok, f"[{expect.describe()}] the queue label is not where the chain puts it: {where}"
+    job.confirm(where, f"[{expect.describe()}] the queue label is not where the chain puts it")
 
 
 @pytest.mark.parametrize("case", [param(c) for c in MISSING])

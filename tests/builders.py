@@ -179,3 +179,21 @@ def grouped(pod_obj: dict[str, Any], pg: dict[str, Any], subgroup: str | None) -
     if subgroup:
         pod_obj["metadata"]["labels"][SUBGROUP_LABEL] = subgroup
     return pod_obj
+
+
+def deployment(name: str, image: str, *, available: bool, namespace: str = "kai-scheduler") -> dict[str, Any]:
+    """A Deployment as KAI's operator makes its operands (label ``app: <name>``), Available or not."""
+    condition = (
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
+        if available
+        else {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+              "message": "Deployment does not have minimum availability."}
+    )  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": name, "image": image}]}}},
+        "status": {"replicas": 1, "availableReplicas": 1 if available else 0, "conditions": [condition]},
+    }  # fmt: skip

@@ -49,6 +49,7 @@ EXPECTED = {
     "ForeignObject": "Infrastructure: other API errors",
     "KubeError": "Infrastructure: other API errors",
     "WaitTimeout": "Infrastructure: wait for cluster, install or cleanup timed out",
+    "ComponentDown": "Infrastructure: a component of the stack is down or cannot act",
     "InfrastructureError": "Infrastructure: cluster or install failure",
     "InstallFailed": "Infrastructure: cluster or install failure",
     "CalledProcessError": "Infrastructure: cluster or install failure",

@@ -535,10 +535,13 @@ LAUNCHER_JOB = "launcher"
 @dataclass(frozen=True)
 class PodGroupCase(SideBySide):
     """A TrainJob of ``pods`` 1-GPU pods on the suite's runtime, or on a per-case runtime that adds a second
-    replicatedJob (``extra``: ``aux`` beside ``node``, or a ``launcher`` that dependsOn ``node`` being Ready)."""
+    replicatedJob (``extra``: ``aux`` beside ``node``, or a ``launcher`` that dependsOn ``node`` being Ready).
+    The TrainJob names its queue and, with ``priority_class``, a ``priorityClassName`` label: what the PodGroup
+    must carry."""
 
     pods: int = 2
     extra: str | None = None
+    priority_class: str | None = None
 
     @property
     def id(self) -> str:
@@ -565,7 +568,14 @@ class PodGroupCase(SideBySide):
 
     def trainjob(self, ctx: RenderContext) -> Manifest:
         runtime = {"runtime": f"with-{self.extra}", "runtime_kind": NAMESPACED_RUNTIME_KIND} if self.extra else {}
-        return _job(ctx, "owned", self.pods, 1, "owned", **runtime)
+        return _job(ctx, "owned", self.pods, 1, "owned", priority_class=self.priority_class, **runtime)
+
+    def expected_queue(self, ctx: RenderContext) -> str:
+        return queue_name(ctx.namespace, "owned")
+
+    @property
+    def expected_priority_class(self) -> str:
+        return self.priority_class or DEFAULT_PRIORITY_CLASS
 
     def manifests(self, ctx: RenderContext) -> list[Manifest]:
         queue = case_queue(ctx, "owned", gpu_quota=self.pods, gpu_limit=self.pods)

@@ -59,6 +59,12 @@ EVICT_EVENT_REASON = "Evict"
 EVICT_ACTION_ANNOTATION = "evictor-action-type"
 #: Event on a PodGroup whose pods do not all exist yet (KAI §5 readiness gate).
 NOT_READY_EVENT_REASON = "NotReady"
+#: Warning event the podgrouper writes on a pod it could not group (KAI §3.1, §4.1 step 6).
+PODGROUPER_WARNING_REASON = "PodGrouperWarning"
+#: BindRequest phases the binder writes (KAI §2.4; pkg/binder/controllers/bindrequest_controller.go UpdateStatus):
+#: a request without a phase (or ``Pending``) has not been acted on yet.
+BIND_SUCCEEDED = "Succeeded"
+BIND_FAILED = "Failed"
 #: JobSet's own labels on every Job and Pod it creates (TJ §6.1); the JobSet object itself does not carry them.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_OWN_LABELS = (

@@ -3,21 +3,24 @@
 :class:`Observer` takes :class:`~suites.support.snapshot.Snapshot` s of one namespace and feeds every one of them
 into a :class:`Timeline` (per-pod created/bound/running/evicted times, for the report). Waits are the foundation's
 ``eventually``/``consistently`` over a detector: the probe snapshots, the detector judges, and a failure quotes
-the detector's last explanation.
+the detector's last explanation, followed by a chain diagnosis of the workloads it was about
+(:mod:`suites.support.diagnosis`): which link of TrainJob → … → bound pods is broken, and, when that link is a
+component that is down, a :class:`~fixtures.errors.ComponentDown` instead of a product failure.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fixtures import kinds
+from fixtures import errors, kinds
 from fixtures.kube import KubeApi
 from fixtures.waits import POLL_INTERVAL, ConditionNotMet, ConditionViolated, Observation, consistently, eventually
 from reports.records import PodTimes
+from suites.support import diagnosis
 from suites.support.detectors import Verdict, gang_fully_bound
 from suites.support.snapshot import (
     Snapshot,
@@ -33,6 +36,8 @@ from suites.support.snapshot import (
 
 Check = Callable[[Snapshot], Verdict]
 TERMINAL_PHASES = ("Succeeded", "Failed")
+#: Workloads a failure is about: (TrainJob name, pods).
+About = Sequence[tuple[str, int]]
 
 
 class _OutOfTime(Exception):
@@ -74,13 +79,18 @@ class Timeline:
 
 
 class Observer:
-    """Snapshots of one namespace. ``owners``/``events`` widen a snapshot beyond pods and PodGroups."""
+    """Snapshots of one namespace. ``owners``/``events`` widen a snapshot beyond pods and PodGroups.
+
+    Every workload asked for (:meth:`workload`) is remembered, so a failed wait over the whole namespace diagnoses
+    each of them; a wait of one :class:`Workload` diagnoses that one.
+    """
 
     def __init__(
         self, kube: KubeApi, namespace: str, clock: Callable[[], float] = time.time, interval: float = POLL_INTERVAL
     ) -> None:
         self.kube, self.namespace, self.clock, self.interval = kube, namespace, clock, interval
         self.timeline = Timeline()
+        self.workloads: dict[str, int] = {}
 
     def snapshot(self, *, events: bool = False, owners: bool = False) -> Snapshot:
         ns = self.namespace
@@ -106,14 +116,19 @@ class Observer:
         guard: Check | None = None,
         events: bool = False,
         owners: bool = False,
+        about: About | None = None,
     ) -> tuple[Snapshot, Verdict]:
-        """Poll until ``check`` passes; returns that snapshot and verdict. On timeout: the last explanation.
+        """Poll until ``check`` passes; returns that snapshot and verdict. On timeout: the last explanation and the
+        chain diagnosis of ``about`` (default: every workload asked for).
 
         ``guard`` is judged on every snapshot on the way; its first violation fails the wait at once.
         """
         last: list[tuple[Snapshot, Verdict]] = []
         probe = self._probe(check, guard, what, last, events, owners)
-        eventually(probe, what=what, timeout=timeout, failure=failure, interval=self.interval)
+        try:
+            eventually(probe, what=what, timeout=timeout, failure=failure, interval=self.interval)
+        except (AssertionError, errors.WaitTimeout) as failed:
+            raise self.explain(failed, about) from None
         return last[0]
 
     def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
@@ -141,12 +156,27 @@ class Observer:
         guard: Check | None = None,
         events: bool = False,
         owners: bool = False,
+        about: About | None = None,
     ) -> tuple[Snapshot, Verdict]:
-        """``check`` must pass in every snapshot for ``hold`` seconds; returns the last snapshot and verdict."""
+        """``check`` must pass in every snapshot for ``hold`` seconds; returns the last snapshot and verdict. A
+        violation carries the chain diagnosis of ``about`` (default: every workload asked for)."""
         last: list[tuple[Snapshot, Verdict]] = []
         probe = self._probe(check, guard, what, last, events, owners)
-        consistently(probe, what=what, hold=hold, failure=failure, interval=self.interval)
+        try:
+            consistently(probe, what=what, hold=hold, failure=failure, interval=self.interval)
+        except AssertionError as failed:
+            raise self.explain(failed, about) from None
         return last[0]
+
+    def explain(self, failure: BaseException, about: About | None = None) -> BaseException:
+        """``failure`` with the chain diagnosis of ``about`` (default: every workload asked for) appended, or a
+        :class:`~fixtures.errors.ComponentDown` when a component that is down kept the expected state away."""
+        targets = list(self.workloads.items()) if about is None else list(about)
+        if not targets:
+            return failure
+        return diagnosis.explain(
+            self.kube, self.namespace, lambda: self.snapshot(events=True, owners=True), failure, targets
+        )
 
     def _probe(
         self,
@@ -170,6 +200,7 @@ class Observer:
         return probe
 
     def workload(self, name: str, size: int) -> Workload:
+        self.workloads[name] = size
         return Workload(self, name, size)
 
 
@@ -188,15 +219,28 @@ class Workload:
         """``check`` judged on this workload's part of a namespace snapshot."""
         return lambda snap: check(snap.of(self.name))
 
+    @property
+    def about(self) -> About:
+        return [(self.name, self.size)]
+
     def until(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        kwargs.setdefault("about", self.about)
         snap, verdict = self.observer.until(self.narrow(check), what=what, timeout=timeout, **kwargs)
         return snap.of(self.name), verdict
 
     def holds(self, check: Check, *, what: str, hold: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        kwargs.setdefault("about", self.about)
         snap, verdict = self.observer.holds(self.narrow(check), what=what, hold=hold, **kwargs)
         return snap.of(self.name), verdict
 
+    def confirm(self, verdict: Verdict, message: str) -> None:
+        """Assert a verdict about this workload; a failure carries its chain diagnosis (PodGroup provenance
+        included): ``AssertionError("<message>: <verdict>")``."""
+        if not verdict.ok:
+            raise self.observer.explain(AssertionError(f"{message}: {verdict}"), self.about)
+
     def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        kwargs.setdefault("about", self.about)
         snap, verdict = self.observer.settle(self.narrow(check), what=what, timeout=timeout, **kwargs)
         return snap.of(self.name), verdict
 

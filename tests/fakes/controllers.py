@@ -6,7 +6,9 @@ changes, so a suite case runs end to end, offline, in milliseconds. The behaviou
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``, ``kubelet``) over the shared ground of ``simulation``.
+module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``) over the shared ground of
+``simulation``; ``stack`` publishes what the stack looks like from outside (component Deployments, the
+podgrouper's RBAC).
 
 The kubelet runs right after the scheduler, so a pod is Running as soon as it is bound; an evicted pod ends
 ``Succeeded`` or ``Failed`` by its exit codes before the Job controller replaces it (on a real cluster the kubelet
@@ -17,6 +19,8 @@ Not simulated: reclaim across queues, events other than the ones the suites read
 
 from __future__ import annotations
 
+from tests.fakes import stack
+from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
 from tests.fakes.kube import Call, FakeKube
@@ -31,12 +35,16 @@ __all__ = ["Faults", "SimulatedControllers"]
 RECONCILE_ROUNDS = 10
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Kubelet, Simulation):
+class SimulatedControllers(TrainerAndJobSet, JobController, Binder, Kai, Kubelet, Simulation):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False
 
-    def install(self) -> SimulatedControllers:
+    def install(self, *, publish: bool = True) -> SimulatedControllers:
+        """Start reconciling on every API call; ``publish`` also puts up KAI's Deployments and RBAC (tests/fakes/stack.py)
+        — off where the caller models the installation itself (tests/fakes/installation.py)."""
+        if publish:
+            stack.publish(self.fake, self.faults, self.kai_version)
         self.fake.reactors.append(self._react)
         return self
 
@@ -46,7 +54,8 @@ class SimulatedControllers(TrainerAndJobSet, JobController, Kai, Kubelet, Simula
         self._busy = True
         try:
             for _ in range(RECONCILE_ROUNDS):
-                steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.kubelet)
+                steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder,
+                         self.kubelet)  # fmt: skip
                 if not any([step() for step in steps]):
                     break
         finally:

@@ -184,7 +184,7 @@ class SimulatedStack:
         self.fake.reactors.append(self._controllers)
         self.fake.admission.append(self._webhooks)
         layout = GpuLayout((GpuNode(SIM_NODE, 4),))
-        self.workloads = SimulatedControllers(self.fake, layout, faults=self.faults).install()
+        self.workloads = SimulatedControllers(self.fake, layout, faults=self.faults).install(publish=False)
         r = self.runner
         r.on("helm", "upgrade", "--install", kai.RELEASE, action=self._install_kai)
         r.on("helm", "upgrade", "--install", trainer.RELEASE, action=self._install_trainer)

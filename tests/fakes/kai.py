@@ -1,6 +1,8 @@
 """Simulated KAI Scheduler: the podgrouper (skip-top-owner PodGroups named ``pg-<jobset>-<uid>``, owned by the JobSet,
-queue and priority precedence, SubGroups per version; a bare batch/v1 Job's flat PodGroup) and the scheduler (all-or-nothing gangs, hierarchical queue
-limits, whole-gang in-queue preemption with ``Evict`` events, ``Unschedulable`` conditions and events).
+queue and priority precedence, SubGroups per version; a bare batch/v1 Job's flat PodGroup) and the scheduler
+(all-or-nothing gangs, hierarchical queue limits, whole-gang in-queue preemption with ``Evict`` events,
+``Unschedulable`` conditions and events). The scheduler places pods by creating BindRequests (KAI §2.4); the binder
+(``tests/fakes/binder.py``) binds them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ class Kai(Simulation):
             if jobset is None:
                 changed |= job is not None and self._group_by_job(job, pod)
                 continue
-            trainjob = self._owner(jobset, kinds.TRAIN_JOB)
+            # Without TrainJob RBAC the owner walk stops at the JobSet (KAI §4.6): no TrainJob metadata is merged.
+            trainjob = None if self.faults.podgrouper_without_trainjob_rbac else self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
             existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
             wanted = self._podgroup_for(name, jobset, trainjob, pod)
@@ -63,7 +66,8 @@ class Kai(Simulation):
         top_owner = yaml.safe_dump(
             {"name": jobset["metadata"]["name"], "uid": uid_of(jobset), "group": group, "version": version,
              "kind": "JobSet"}, sort_keys=False)  # fmt: skip
-        queue = top_labels.get(ex.QUEUE_LABEL) or labels_of(pod).get(ex.QUEUE_LABEL) or ex.DEFAULT_QUEUE
+        key = self.faults.podgrouper_queue_label or ex.QUEUE_LABEL
+        queue = top_labels.get(key) or labels_of(pod).get(key) or ex.DEFAULT_QUEUE
         priority = top_labels.get(ex.PRIORITY_LABEL) or labels_of(pod).get(ex.PRIORITY_LABEL)
         rjobs = [ex.ReplicatedJob(r["name"], r["template"]["spec"].get("parallelism", 1), r.get("replicas", 1))
                  for r in jobset["spec"]["replicatedJobs"]]  # fmt: skip
@@ -120,10 +124,28 @@ class Kai(Simulation):
     # --------------------------------------------------------------------------------------------- scheduling
     def _free(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self.layout.nodes}
+        requested = self._requested()
         for pod in self._all(kinds.POD):
-            if is_bound(pod) and not is_terminating(pod):
-                free[pod["spec"]["nodeName"]] -= gpus_of(pod)
+            node = pod["spec"].get("nodeName") or requested.get(_key(pod))
+            if node and not is_terminating(pod):
+                free[node] -= gpus_of(pod)
         return free
+
+    def _requested(self) -> dict[tuple[str, str], str]:
+        """(namespace, pod) → node of every BindRequest the binder has not failed: KAI counts those pods as placed."""
+        return {(r["metadata"]["namespace"], r["spec"]["podName"]): r["spec"]["selectedNode"]
+                for r in self._all(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED}  # fmt: skip
+
+    def _request_binding(self, pod: Obj, node: str) -> None:
+        """The scheduler's decision: a BindRequest named after the pod and owned by it (KAI §2.4, cache.go)."""
+        meta = pod["metadata"]
+        self.fake.put({
+            "apiVersion": kinds.BIND_REQUEST.api_version, "kind": kinds.BIND_REQUEST.kind,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": {"selected-node": node},
+                         "ownerReferences": [self._ref(pod, controller=False)]},
+            "spec": {"podName": meta["name"], "selectedNode": node, "receivedResourceType": "Regular",
+                     "receivedGPU": {"count": gpus_of(pod), "portion": "1.00"}},
+        })  # fmt: skip
 
     def _place(self, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
         """Pod name → node, first fit; None when ``whole`` and not every pod fits."""
@@ -140,23 +162,10 @@ class Kai(Simulation):
 
     def _bind(self, pod: Obj, node: str) -> None:
         """What a binder does: the node and ``PodScheduled=True``; the kubelet (tests/fakes/kubelet.py) runs it."""
-        if self.faults.binder_down and pod["spec"].get("schedulerName") == KAI_SCHEDULER_NAME:
-            self._request_binding(pod, node)
-            return
         pod["spec"]["nodeName"] = node
         pod["status"] = {"phase": "Pending",
                          "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": self._now()}]}  # fmt: skip
         self.fake.put(pod)
-
-    def _request_binding(self, pod: Obj, node: str) -> None:
-        """The scheduler's decision as a BindRequest that no binder carries out (Faults.binder_down)."""
-        meta = pod["metadata"]
-        if self._find(kinds.BIND_REQUEST, meta["name"], meta["namespace"]) is None:
-            self.fake.put({
-                "apiVersion": kinds.BIND_REQUEST.api_version, "kind": "BindRequest",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "ownerReferences": [self._ref(pod)]},
-                "spec": {"podName": meta["name"], "selectedNode": node}, "status": {"phase": "Pending"},
-            })  # fmt: skip
 
     def scheduler(self) -> bool:
         changed = False
@@ -182,7 +191,8 @@ class Kai(Simulation):
 
     def _schedule_group(self, pg: Obj) -> bool:
         members = self._members(pg)
-        waiting = [p for p in members if not is_bound(p)]
+        requested = self._requested()
+        waiting = [p for p in members if not is_bound(p) and _key(p) not in requested]
         if not waiting or len(members) < self._gang_size(pg):
             return False
         queue = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
@@ -205,7 +215,7 @@ class Kai(Simulation):
             )
         for pod in waiting:
             if pod["metadata"]["name"] in placement:
-                self._bind(pod, placement[pod["metadata"]["name"]])
+                self._request_binding(pod, placement[pod["metadata"]["name"]])
         return True
 
     def _over_limit(self, queue: Obj | None, request: int) -> str | None:
@@ -223,7 +233,8 @@ class Kai(Simulation):
     def _queue_pods(self, queue: str) -> list[Obj]:
         children = {q["metadata"]["name"] for q in self._all(kinds.QUEUE) if q["spec"].get("parentQueue") == queue}
         groups = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == queue]
-        pods = [p for g in groups for p in self._members(g) if is_bound(p)]
+        requested = self._requested()
+        pods = [p for g in groups for p in self._members(g) if is_bound(p) or _key(p) in requested]
         return pods + [p for child in children for p in self._queue_pods(child)]
 
     def _preempt_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
@@ -270,3 +281,7 @@ class Kai(Simulation):
             self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
             changed = True
         return changed
+
+
+def _key(pod: Obj) -> tuple[str, str]:
+    return pod["metadata"]["namespace"], pod["metadata"]["name"]

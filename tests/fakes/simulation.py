@@ -39,12 +39,18 @@ class Faults:
     podgrouper_moves_queue: bool = False
     #: KAI's podgrouper does not run: no pod gets a PodGroup.
     podgrouper_down: bool = False
-    #: KAI's binder does not run: the scheduler's BindRequests are never carried out.
-    binder_down: bool = False
     #: The kubelet cannot start the workload image: bound pods stay Pending with a pull error.
     image_does_not_start: bool = False
     #: The workload image exits 0 on SIGTERM (as ``pause`` does): an evicted pod ends Succeeded, not Failed.
     evicted_pods_succeed: bool = False
+    #: The podgrouper's ClusterRole lacks ``trainjobs``: its owner walk stops at the JobSet (KAI §4.6), so the
+    #: queue and priority come only from JobSet and pod labels, and SubjectAccessReviews deny the verbs.
+    podgrouper_without_trainjob_rbac: bool = False
+    #: The podgrouper reads the queue from this label key instead of ``kai.scheduler/queue``.
+    podgrouper_queue_label: str | None = None
+    #: KAI's binder does not run: the BindRequests the scheduler creates stay without a phase, no pod is bound,
+    #: and the binder's Deployment is not Available.
+    binder_down: bool = False
 
 
 @dataclass
