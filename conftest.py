@@ -1,3 +1,3 @@
 """Root conftest: loads the suite's pytest plugin for every invocation under this directory."""
 
-pytest_plugins = ["fixtures.plugin"]
+pytest_plugins = ["kai_conformance.fixtures.plugin"]

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from clusters.layout import GpuLayout, GpuNode
-from fixtures.errors import UsageError
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.fixtures.errors import UsageError
 
 CLUSTERS_DIR = Path(__file__).resolve().parent
 VERSIONS_FILE = CLUSTERS_DIR / "versions.yaml"

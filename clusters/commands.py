@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from clusters.tools import FETCH_HINT, find_tool
-from fixtures import errors
+from kai_conformance.clusters.tools import FETCH_HINT, find_tool
+from kai_conformance.fixtures import errors
 
 #: Lines of a failed command's output quoted in the error.
 TAIL_LINES = 20

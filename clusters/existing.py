@@ -14,10 +14,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from clusters.gpus import discover_gpus
-from clusters.state import ClusterState
-from fixtures import errors, kinds, progress
-from fixtures.kube import KubeApi
+from kai_conformance.clusters.gpus import discover_gpus
+from kai_conformance.clusters.state import ClusterState
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kube import KubeApi
 
 OPT_IN_NAMESPACE = "kube-system"
 OPT_IN_LABEL = "kai-conformance/allow-disruptive"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.catalog import WORKER_INDEX_LABEL, Topology
-from clusters.layout import GPU_RESOURCE
-from fixtures import errors, kinds, progress
-from fixtures.kube import KubeApi
-from fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, Topology
+from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 CAPACITY_PATH = "/status/capacity/" + GPU_RESOURCE.replace("~", "~0").replace("/", "~1")
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import yaml
 
-from clusters import commands
-from clusters.catalog import WORKER_INDEX_LABEL, Topology
-from clusters.state import ClusterState
-from clusters.tools import find_tool
-from fixtures import errors, progress
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters import commands
+from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, Topology
+from kai_conformance.clusters.state import ClusterState
+from kai_conformance.clusters.tools import find_tool
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.waits import TimeoutPolicy
 
 KIND_CONFIG_API = "kind.x-k8s.io/v1alpha4"
 #: Why a kind cluster may run cases marked ``disruptive`` (ClusterState.disruptive_opt_in).

@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from clusters import commands, existing, gpus, kind
-from clusters.install import manifests
-from clusters.install.behaviour import prove_scheduling
-from clusters.install.common import LABELS
-from clusters.install.context import InstallContext
-from clusters.install.stack import in_parallel, install_stack, verify_stack
-from clusters.install.suite import apply_suite_objects, remove_suite_objects
-from clusters.state import ClusterState
-from fixtures import errors, progress
-from fixtures.kube import KubeApi
+from kai_conformance.clusters import commands, existing, gpus, kind
+from kai_conformance.clusters.install import manifests
+from kai_conformance.clusters.install.behaviour import prove_scheduling
+from kai_conformance.clusters.install.common import LABELS
+from kai_conformance.clusters.install.context import InstallContext
+from kai_conformance.clusters.install.stack import in_parallel, install_stack, verify_stack
+from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
+from kai_conformance.clusters.state import ClusterState
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi
 
 if TYPE_CHECKING:
-    from fixtures.options import Settings
-    from fixtures.run import RunContext
+    from kai_conformance.fixtures.options import Settings
+    from kai_conformance.fixtures.run import RunContext
 
 LOCK_FILE = "cluster.lock"
 FAILURE_FILE = "cluster.failed.json"
@@ -42,7 +42,7 @@ RELEASED_FILE = "cluster.released"
 
 
 def _cluster_kube(kubeconfig: str, context: str | None) -> KubeApi:
-    from fixtures.kube import ClusterKube
+    from kai_conformance.fixtures.kube import ClusterKube
 
     return ClusterKube(kubeconfig, context)
 

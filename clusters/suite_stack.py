@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fixtures import kinds
+from kai_conformance.fixtures import kinds
 
 KAI_SCHEDULER_NAME = "kai-scheduler"
 RUNTIME = "kai-conformance-torch"

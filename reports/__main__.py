@@ -1,8 +1,8 @@
-"""``python -m reports``: regenerate, merge or demonstrate the conformance reports without running pytest.
+"""``python -m kai_conformance.reports``: regenerate, merge or demonstrate the conformance reports without running pytest.
 
-python -m reports merge OUT DIR1 DIR2 ...   one report and one matrix from several report directories
-python -m reports generate DIR              rewrite DIR's reports from its records (e.g. after a crash)
-python -m reports sample OUT                a made-up report showing every status (demo, screenshot)
+python -m kai_conformance.reports merge OUT DIR1 DIR2 ...   one report and one matrix from several report directories
+python -m kai_conformance.reports generate DIR              rewrite DIR's reports from its records (e.g. after a crash)
+python -m kai_conformance.reports sample OUT                a made-up report showing every status (demo, screenshot)
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from reports import generate
+from kai_conformance.reports import generate
 
 
 def _print(written: generate.Written, step_summary: bool = True) -> None:
@@ -26,7 +26,7 @@ def _print(written: generate.Written, step_summary: bool = True) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kai_conformance.reports", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     merge = commands.add_parser("merge", help="merge several report directories into OUT")
     merge.add_argument("out", type=Path, help="new directory for the merged report")
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "generate":
             _print(generate.write_reports(args.dir, generate.load(args.dir), args.title))
         else:
-            from reports import sample as sample_data
+            from kai_conformance.reports import sample as sample_data
 
             with tempfile.TemporaryDirectory(prefix="kai-report-sample-") as inputs:
                 directories = sample_data.write_run_dirs(Path(inputs))

@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from reports import categories
-from reports.runinfo import RunInfo, flatten, gpu_topology
+from kai_conformance.reports import categories
+from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
 
 ENVIRONMENT = "environment.properties"
 CATEGORIES = "categories.json"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from fixtures import errors, waits
+from kai_conformance.fixtures import errors, waits
 
 PRODUCT = "product"
 INFRASTRUCTURE = "infrastructure"

@@ -22,10 +22,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports import allure_files, html, junit, markdown
-from reports.model import Case, Cell, Report, RunRecords, Status, build
-from reports.records import CaseRecord, read_all
-from reports.runinfo import RunInfo
+from kai_conformance.reports import allure_files, html, junit, markdown
+from kai_conformance.reports.model import Case, Cell, Report, RunRecords, Status, build
+from kai_conformance.reports.records import CaseRecord, read_all
+from kai_conformance.reports.runinfo import RunInfo
 
 HTML = "report.html"
 MARKDOWN = "summary.md"

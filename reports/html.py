@@ -13,9 +13,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from reports import timeline
-from reports.model import AREAS, STATUS_ORDER, Case, Report, Status
-from reports.runinfo import flatten, gpu_topology
+from kai_conformance.reports import timeline
+from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+from kai_conformance.reports.runinfo import flatten, gpu_topology
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

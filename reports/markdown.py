@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
 MAX_EXPLANATION = 600

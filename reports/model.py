@@ -15,10 +15,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
-from reports import categories
-from reports.categories import Category
-from reports.records import CaseRecord, LabelObservation, PodTimes
-from reports.runinfo import RunInfo
+from kai_conformance.reports import categories
+from kai_conformance.reports.categories import Category
+from kai_conformance.reports.records import CaseRecord, LabelObservation, PodTimes
+from kai_conformance.reports.runinfo import RunInfo
 
 #: Areas in report order, with their headings (the markers of pyproject.toml).
 AREAS: dict[str, str] = {

@@ -103,7 +103,9 @@ class CaseRecord:
     notes: list[str] = field(default_factory=list)
     attachments: list[str] = field(default_factory=list)  # paths relative to the run's report directory
     run_id: str = ""
-    exception: str = ""  # qualified type of the exception that failed the case, e.g. "fixtures.errors.Unreachable"
+    exception: str = (
+        ""  # qualified type of the exception that failed the case, e.g. "kai_conformance.fixtures.errors.Unreachable"
+    )
     category: str = ""  # failure category (reports/categories.py), the same one Allure shows
 
     def to_json(self) -> dict[str, Any]:

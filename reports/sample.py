@@ -1,4 +1,4 @@
-"""A made-up but realistic pair of runs, to show what the reports look like (``python -m reports sample DIR``).
+"""A made-up but realistic pair of runs, to show what the reports look like (``python -m kai_conformance.reports sample DIR``).
 
 Two version combinations; every status (passed, product failure, infrastructure error, known deviation,
 unexpected pass, skipped), a control case, gang and preemption timelines and a label-propagation table. Used
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.records import CaseRecord, DetectorVerdict, LabelObservation, PodTimes, write
-from reports.runinfo import RunInfo
+from kai_conformance.reports.records import CaseRecord, DetectorVerdict, LabelObservation, PodTimes, write
+from kai_conformance.reports.runinfo import RunInfo
 
 TITLE = "KAI Scheduler conformance report (sample data)"
 T0 = 1_790_000_000.0  # a fixed instant, so the sample renders identically every time
@@ -69,7 +69,7 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
         cases.append(r(
             f"{gang_wont}[5x2-gpus-on-8]", "A gang that does not fit gets no pod bound", "gang", outcome="failed",
             failure_kind="product", duration=21.4, params={"case": "5x2-gpus-on-8"},
-            exception="fixtures.waits.ConditionViolated", category="Product: forbidden state observed",
+            exception="kai_conformance.fixtures.waits.ConditionViolated", category="Product: forbidden state observed",
             message="E   fixtures.waits.ConditionViolated: no pod of trainjob-big bound: violated after 6.2s of a "
                     "15s hold\nE   observed: 3 of 5 pods bound (trainjob-big-node-0-0, -1, -2)",
             verdicts=[DetectorVerdict(
@@ -101,7 +101,7 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
         cases.append(r(
             f"{queue}[default-queue]", "A TrainJob runs in the queue its label names", "queue", outcome="error",
             failure_kind="infrastructure", duration=30.2, params={"case": "default-queue"},
-            exception="fixtures.errors.ServerError", category="Infrastructure: API server or webhook error (5xx)",
+            exception="kai_conformance.fixtures.errors.ServerError", category="Infrastructure: API server or webhook error (5xx)",
             message='E   fixtures.errors.ServerError: apply Queue kc-default-queue → 500 InternalError: Internal '
                     'error occurred: failed calling webhook "queue.kai.scheduler": connection refused',
         ))  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
-from reports.model import WorkloadTimeline
+from kai_conformance.reports.model import WorkloadTimeline
 
 WIDTH = 760
 LABEL_WIDTH = 210

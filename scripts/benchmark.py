@@ -29,14 +29,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-# ruff: noqa: E402 - the imports need the repository on sys.path
-from clusters.catalog import load_topology
-from clusters.gpus import ensure_gpus, fake_gpus
-from clusters.suite_stack import PARENT_QUEUE, queue
-from fixtures import cleanup, kinds, waits
-from fixtures.scheduling import CaseGate, gpu_lease
-from fixtures.waits import Observation, TimeoutPolicy, eventually
-from fixtures.workspace import Workspace
+# ruff: noqa: E402 - the in-memory API of the self-tests (tests.fakes) lives in the repository, not the package
+from kai_conformance.clusters.catalog import load_topology
+from kai_conformance.clusters.gpus import ensure_gpus, fake_gpus
+from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
+from kai_conformance.fixtures import cleanup, kinds, waits
+from kai_conformance.fixtures.scheduling import CaseGate, gpu_lease
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.fixtures.workspace import Workspace
 from tests.fakes.installation import SimulatedStack
 from tests.fakes.kube import FakeKube
 

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kai_conformance.clusters.catalog import Catalog
 
-from clusters.catalog import Catalog  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 RAW = "https://raw.githubusercontent.com/{repo}/{tag}/{path}"
 #: crds dir prefix in versions.yaml → (GitHub repository, directory at the tag, files), per /work/shared/crds/README.md.

@@ -23,11 +23,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+from kai_conformance.clusters.catalog import VERSIONS_FILE, Catalog
+from kai_conformance.clusters.tools import TOOLS_BIN
 
-from clusters.catalog import VERSIONS_FILE, Catalog  # noqa: E402 - needs the repository on sys.path
-from clusters.tools import TOOLS_BIN  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
 
 STAMP = ".versions.json"
 INSTALL_HINTS = {

@@ -3,7 +3,7 @@
 
     python scripts/screenshot_report.py [--out docs/images]
 
-Builds the sample report (``python -m reports sample``: made-up data, two version combinations, every
+Builds the sample report (``python -m kai_conformance.reports sample``: made-up data, two version combinations, every
 status) and photographs it with headless Chromium: the overview (verdict, summary, failures first), the
 behaviour × version matrix with the label-propagation table, and the pod timelines. Each picture is the
 report itself with the other sections hidden by one extra style rule.
@@ -16,10 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from kai_conformance.reports import chromium, generate, sample
 
-from reports import chromium, generate, sample  # noqa: E402 - after making the repository importable
+REPO = Path(__file__).resolve().parent.parent
+
 
 #: name → (sections shown, or None for the page as is; window height)
 SHOTS = {

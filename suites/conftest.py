@@ -6,15 +6,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusters.layout import GpuLayout
-from fixtures.kube import KubeApi
-from fixtures.options import Settings
-from fixtures.render import RenderContext
-from fixtures.run import RunContext
-from fixtures.workspace import Workspace
-from reports.records import CaseRecorder
-from suites.support.expectations import Expectations, expectations_for
-from suites.support.observe import Observer
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.options import Settings
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.run import RunContext
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.expectations import Expectations, expectations_for
+from kai_conformance.suites.support.observe import Observer
 
 
 @pytest.fixture(scope="session")

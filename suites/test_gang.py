@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import errors
-from fixtures.render import RenderContext
-from fixtures.waits import TimeoutPolicy
-from fixtures.workspace import Workspace
-from reports.records import CaseRecorder
-from suites.support.cases import BlockedGangCase, GangCase, param, skip_unless
-from suites.support.detectors import (
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases import BlockedGangCase, GangCase, param, skip_unless
+from kai_conformance.suites.support.detectors import (
     PartialGangWatch,
     all_of,
     bind_spread,
@@ -38,11 +38,11 @@ from suites.support.detectors import (
     pods_marked_unschedulable,
     pods_running,
 )
-from suites.support.expectations import Expectations
-from suites.support.observe import Check, Observer, Workload
-from suites.support.shapes import GangShape, GpuSize, PodCount
-from suites.support.snapshot import Snapshot
-from suites.support.timing import settle
+from kai_conformance.suites.support.expectations import Expectations
+from kai_conformance.suites.support.observe import Check, Observer, Workload
+from kai_conformance.suites.support.shapes import GangShape, GpuSize, PodCount
+from kai_conformance.suites.support.snapshot import Snapshot
+from kai_conformance.suites.support.timing import settle
 
 pytestmark = pytest.mark.gang
 

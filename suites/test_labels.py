@@ -27,20 +27,27 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.suite_stack import KAI_SCHEDULER_NAME
-from fixtures.render import RenderContext
-from fixtures.waits import TimeoutPolicy
-from fixtures.workspace import Workspace
-from reports.records import CaseRecorder
-from suites.support.cases import ControllerMarksCase, PriorityCase, PropagationCase, param, require_gpus, skip_unless
-from suites.support.control_cases import MisplacedLabelCase
-from suites.support.detectors import (
+from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases import (
+    ControllerMarksCase,
+    PriorityCase,
+    PropagationCase,
+    param,
+    require_gpus,
+    skip_unless,
+)
+from kai_conformance.suites.support.control_cases import MisplacedLabelCase
+from kai_conformance.suites.support.detectors import (
     Arrival,
     arrivals_as_expected,
     podgroup_priority_class,
     pods_annotated,
 )
-from suites.support.expectations import (
+from kai_conformance.suites.support.expectations import (
     ARRIVALS,
     JOBSET_OWN_LABELS,
     PATCH_SOURCES,
@@ -49,9 +56,9 @@ from suites.support.expectations import (
     SUBGROUP_LABEL,
     Expectations,
 )
-from suites.support.levels import arrival, arrivals
-from suites.support.observe import Observer, Workload
-from suites.support.snapshot import Snapshot, name_of
+from kai_conformance.suites.support.levels import arrival, arrivals
+from kai_conformance.suites.support.observe import Observer, Workload
+from kai_conformance.suites.support.snapshot import Snapshot, name_of
 
 pytestmark = pytest.mark.labels
 

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.kube import KubeApi
-from fixtures.render import RenderContext
-from fixtures.waits import TimeoutPolicy
-from fixtures.workspace import Workspace
-from reports.records import CaseRecorder
-from suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param, require_gpus
-from suites.support.control_cases import JobPodGroupCase
-from suites.support.detectors import (
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param, require_gpus
+from kai_conformance.suites.support.control_cases import JobPodGroupCase
+from kai_conformance.suites.support.detectors import (
     Verdict,
     access_granted,
     all_of,
@@ -47,9 +47,9 @@ from suites.support.detectors import (
     single_podgroup_owned_by_jobset,
     top_owner_is_jobset,
 )
-from suites.support.expectations import PODGROUPER_USER, Expectations
-from suites.support.observe import Observer
-from suites.support.snapshot import Obj, Snapshot, labels_of, uid_of
+from kai_conformance.suites.support.expectations import PODGROUPER_USER, Expectations
+from kai_conformance.suites.support.observe import Observer
+from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, uid_of
 
 pytestmark = pytest.mark.podgrouper
 

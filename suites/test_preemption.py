@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.render import RenderContext
-from fixtures.waits import TimeoutPolicy
-from fixtures.workspace import Workspace
-from reports.records import CaseRecorder
-from suites.support.cases import PreemptionCase, ReclaimCase, param, require_gpus, skip_unless
-from suites.support.control_cases import PartialGangCase
-from suites.support.detectors import (
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases import PreemptionCase, ReclaimCase, param, require_gpus, skip_unless
+from kai_conformance.suites.support.control_cases import PartialGangCase
+from kai_conformance.suites.support.detectors import (
     PartialGangWatch,
     Verdict,
     all_of,
@@ -40,11 +40,11 @@ from suites.support.detectors import (
     gang_undisturbed,
     nothing_bound,
 )
-from suites.support.expectations import Expectations
-from suites.support.observe import Observer, Workload, visibility
-from suites.support.shapes import GpuSize
-from suites.support.snapshot import Snapshot, name_of, uid_of
-from suites.support.timing import settle
+from kai_conformance.suites.support.expectations import Expectations
+from kai_conformance.suites.support.observe import Observer, Workload, visibility
+from kai_conformance.suites.support.shapes import GpuSize
+from kai_conformance.suites.support.snapshot import Snapshot, name_of, uid_of
+from kai_conformance.suites.support.timing import settle
 
 pytestmark = pytest.mark.preemption  # every case but the control is also serial and disruptive (see its marks)
 

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import kinds
-from fixtures.kube import KubeApi
-from fixtures.render import RenderContext
-from fixtures.waits import TimeoutPolicy
-from fixtures.workspace import Workspace
-from reports.records import CaseRecorder
-from suites.support.cases import HierarchyCase, QueueMoveCase, RoutingCase, param, require_gpus
-from suites.support.control_cases import MisroutedQueueCase
-from suites.support.detectors import (
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases import HierarchyCase, QueueMoveCase, RoutingCase, param, require_gpus
+from kai_conformance.suites.support.control_cases import MisroutedQueueCase
+from kai_conformance.suites.support.detectors import (
     all_of,
     arrivals_as_expected,
     gang_fully_bound,
@@ -40,17 +40,17 @@ from suites.support.detectors import (
     pods_gone,
     pods_marked_unschedulable,
 )
-from suites.support.expectations import (
+from kai_conformance.suites.support.expectations import (
     OVER_LIMIT_REASON,
     QUEUE_LABEL,
     QUEUE_MISSING_MESSAGE,
     QUEUE_MISSING_REASON,
     Expectations,
 )
-from suites.support.levels import arrivals
-from suites.support.observe import Observer
-from suites.support.snapshot import uid_of
-from suites.support.workloads import queue_name
+from kai_conformance.suites.support.levels import arrivals
+from kai_conformance.suites.support.observe import Observer
+from kai_conformance.suites.support.snapshot import uid_of
+from kai_conformance.suites.support.workloads import queue_name
 
 pytestmark = pytest.mark.queue
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from suites.support.expectations import (
+from kai_conformance.suites.support.expectations import (
     JOBSET_API_VERSION,
     JOBSET_NAME_LABEL,
     POD_GROUP_ANNOTATION,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import waits
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures import waits
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests import crd_schemas, flows
 from tests.fakes.kube import FakeKube
 

@@ -24,8 +24,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from clusters.catalog import Combination
-from fixtures import kinds
+from kai_conformance.clusters.catalog import Combination
+from kai_conformance.fixtures import kinds
 
 ROOT = Path(__file__).resolve().parent.parent
 CRDS_ENV = "KAI_CONFORMANCE_CRDS"

@@ -14,17 +14,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from clusters.catalog import Catalog, load_topology
-from clusters.layout import GpuLayout
-from clusters.suite_stack import stack_manifests
-from fixtures import cleanup, kinds, waits
-from fixtures import workspace as workspace_module
-from fixtures.render import RenderContext
-from fixtures.waits import TimeoutPolicy
-from fixtures.workspace import Workspace, prepare
-from reports.records import CaseRecord, CaseRecorder
-from suites.support.expectations import Expectations, expectations_for
-from suites.support.observe import Observer
+from kai_conformance.clusters.catalog import Catalog, load_topology
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.clusters.suite_stack import stack_manifests
+from kai_conformance.fixtures import cleanup, kinds, waits
+from kai_conformance.fixtures import workspace as workspace_module
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace, prepare
+from kai_conformance.reports.records import CaseRecord, CaseRecorder
+from kai_conformance.suites.support.expectations import Expectations, expectations_for
+from kai_conformance.suites.support.observe import Observer
 from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.kube import FakeKube
 

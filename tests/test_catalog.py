@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.catalog import VERSIONS_FILE, Catalog, load_topology
-from fixtures.errors import UsageError
+from kai_conformance.clusters.catalog import VERSIONS_FILE, Catalog, load_topology
+from kai_conformance.fixtures.errors import UsageError
 
 CATALOG = Catalog.load()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters import commands, tools
-from fixtures import errors
+from kai_conformance.clusters import commands, tools
+from kai_conformance.fixtures import errors
 
 PY = [sys.executable, "-S", "-c"]
 

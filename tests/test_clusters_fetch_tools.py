@@ -72,7 +72,7 @@ def test_a_platform_without_a_pinned_checksum_is_named(tmp_path: Path) -> None:
 
 
 def test_the_pinned_catalog_covers_linux_for_every_tool() -> None:
-    from clusters.catalog import Catalog
+    from kai_conformance.clusters.catalog import Catalog
 
     tools = Catalog.load().tools
     assert sorted(tools) == ["helm", "kind", "kubectl"]
@@ -84,7 +84,7 @@ def test_the_pinned_catalog_covers_linux_for_every_tool() -> None:
 def test_main_reports_failures_with_a_nonzero_exit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from clusters.catalog import Catalog
+    from kai_conformance.clusters.catalog import Catalog
 
     monkeypatch.setattr(fetch_tools, "current_platform", lambda: ("linux", "amd64"))
     catalog = Catalog.load()

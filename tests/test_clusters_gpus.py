@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from clusters import gpus
-from clusters.catalog import load_topology
-from fixtures import errors, kinds
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters import gpus
+from kai_conformance.clusters.catalog import load_topology
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.installation import EXPIRING, SimulatedStack, worker_node
 from tests.fakes.kube import FakeKube
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters import commands, kind, tools
-from clusters.catalog import load_topology
-from clusters.commands import CommandFailed
-from fixtures import errors
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters import commands, kind, tools
+from kai_conformance.clusters.catalog import load_topology
+from kai_conformance.clusters.commands import CommandFailed
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 
 IMAGE = "kindest/node:v1.35.5@sha256:ce977ae6d65918d0b58a5f8b5e940429c2ce42fa3a5619ec2bbc60b949c0ac95"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters import tools
-from clusters.install.stack import install_stack
-from clusters.suite_stack import queue
-from fixtures import kinds, plugin
+from kai_conformance.clusters import tools
+from kai_conformance.clusters.install.stack import install_stack
+from kai_conformance.clusters.suite_stack import queue
+from kai_conformance.fixtures import kinds, plugin
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
 from tests.fakes.commands import FakeKind, executable, tools_on_path
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("fast_polling")
 
 SUITE = """
 import pytest
-from fixtures import kinds
+from kai_conformance.fixtures import kinds
 
 
 def test_sees_the_verified_stack(cluster, kube, gpu_layout):
@@ -75,7 +75,7 @@ def run_suite(tmp_path: Path, provider: str, gpus: int, *args: str) -> tuple[int
     module.write_text(SUITE.replace("{total}", str(gpus)))
     outcomes = Outcomes()
     code = pytest.main(
-        [str(module), "--cluster", provider, "-p", "fixtures.plugin", "-p", "no:pytest-kind-ng", "-p", "no:cacheprovider",
+        [str(module), "--cluster", provider, "-p", "kai_conformance.fixtures.plugin", "-p", "no:pytest-kind-ng", "-p", "no:cacheprovider",
          "--report-dir", str(tmp_path / "report"), "--timeout-scale", "0.01", "--install", "never", "-q",
          "-W", "ignore", *args],
         plugins=[outcomes],

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from clusters import commands, tools
-from clusters.existing import OPT_IN_LABEL
-from clusters.provision import Toolbox, acquire, release
-from clusters.state import ClusterState
-from fixtures import errors, kinds
-from fixtures.options import version_origins
-from fixtures.run import RunContext
+from kai_conformance.clusters import commands, tools
+from kai_conformance.clusters.existing import OPT_IN_LABEL
+from kai_conformance.clusters.provision import Toolbox, acquire, release
+from kai_conformance.clusters.state import ClusterState
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.options import version_origins
+from kai_conformance.fixtures.run import RunContext
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
 from tests.fakes.kube import FakeKube
@@ -173,7 +173,7 @@ def test_a_cluster_this_run_began_is_finished_not_refused(world: World) -> None:
 
 
 def test_loaded_images_go_in_before_the_install(world: World) -> None:
-    from fixtures.options import InstallSources
+    from kai_conformance.fixtures.options import InstallSources
 
     images = ("localhost/kai/operator:pr-1", "localhost/kai/scheduler:pr-1")
     sources = InstallSources(kai_image_registry="localhost/kai", kai_image_tag="pr-1", load_images=images)

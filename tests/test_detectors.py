@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.kube import AccessReview
-from suites.support import detectors as d
-from suites.support.expectations import (
+from kai_conformance.fixtures.kube import AccessReview
+from kai_conformance.suites.support import detectors as d
+from kai_conformance.suites.support.expectations import (
     EVICT_ACTION_ANNOTATION,
     JOBSET_API_VERSION,
     PODGROUPER_USER,
@@ -14,9 +14,9 @@ from suites.support.expectations import (
     ReplicatedJob,
     kai_row,
 )
-from suites.support.levels import arrival, arrivals
-from suites.support.observe import Timeline, visibility
-from suites.support.snapshot import Snapshot, parse_time
+from kai_conformance.suites.support.levels import arrival, arrivals
+from kai_conformance.suites.support.observe import Timeline, visibility
+from kai_conformance.suites.support.snapshot import Snapshot, parse_time
 from tests import builders as b
 
 T0 = parse_time(b.T0) or 0.0

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from fixtures import errors, kinds
-from fixtures.waits import ConditionNotMet, ConditionViolated
-from suites.support import components as comp
-from suites.support import diagnosis as dg
-from suites.support.expectations import PODGROUPER_USER
-from suites.support.provenance import JOBSETS, TRAINJOBS, Access, provenance
-from suites.support.snapshot import Snapshot, parse_time
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
+from kai_conformance.suites.support import components as comp
+from kai_conformance.suites.support import diagnosis as dg
+from kai_conformance.suites.support.expectations import PODGROUPER_USER
+from kai_conformance.suites.support.provenance import JOBSETS, TRAINJOBS, Access, provenance
+from kai_conformance.suites.support.snapshot import Snapshot, parse_time
 from tests import builders as b
 from tests.fakes.kube import FakeKube
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import options
+from kai_conformance.fixtures import options
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.catalog import Catalog
-from fixtures import matching
-from suites.support import expectations as ex
-from suites.support.expectations import FlatMinMember, PodGroupShape, ReplicatedJob, UnknownVersion
+from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.fixtures import matching
+from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.expectations import FlatMinMember, PodGroupShape, ReplicatedJob, UnknownVersion
 
 CATALOG = Catalog.load()
 

@@ -8,7 +8,7 @@ import sys
 import urllib.error
 from pathlib import Path
 
-from clusters.catalog import Catalog
+from kai_conformance.clusters.catalog import Catalog
 from tests import crd_schemas
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "fetch_crds.py"

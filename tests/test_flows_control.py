@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import kinds
-from suites import test_labels, test_podgrouper, test_preemption, test_queues
-from suites.support.detectors import Verdict
+from kai_conformance.fixtures import kinds
+from kai_conformance.suites import test_labels, test_podgrouper, test_preemption, test_queues
+from kai_conformance.suites.support.detectors import Verdict
 from tests.flows import NAMESPACE
 
 

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from clusters.suite_stack import queue, unlimited_resources
-from fixtures import errors, kinds
-from fixtures.recording import failure_kind
-from fixtures.waits import ConditionNotMet, ConditionViolated
-from reports.categories import classify
-from suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues
-from suites.support.expectations import PODGROUPER_USER
-from suites.support.workloads import queue_name
+from kai_conformance.clusters.suite_stack import queue, unlimited_resources
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.recording import failure_kind
+from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
+from kai_conformance.reports.categories import classify
+from kai_conformance.suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues
+from kai_conformance.suites.support.expectations import PODGROUPER_USER
+from kai_conformance.suites.support.workloads import queue_name
 from tests.fakes.controllers import Faults
 from tests.fakes.kube import FakeKube
 from tests.flows import NAMESPACE

@@ -17,12 +17,12 @@ import datetime as dt
 
 import pytest
 
-from clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND, pod_spec
-from fixtures import kinds
-from fixtures.waits import ConditionNotMet
-from suites import test_preemption
-from suites.support.observe import visibility
-from suites.support.snapshot import Snapshot, is_terminating
+from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND, pod_spec
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.waits import ConditionNotMet
+from kai_conformance.suites import test_preemption
+from kai_conformance.suites.support.observe import visibility
+from kai_conformance.suites.support.snapshot import Snapshot, is_terminating
 from tests.fakes.controllers import SimulatedControllers
 from tests.fakes.job_controller import INDEX_FAILURE_COUNT, format_indexes, parse_indexes
 from tests.fakes.kube import FakeKube

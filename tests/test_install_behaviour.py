@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.install.behaviour import (
+from kai_conformance.clusters.install.behaviour import (
     JOB_NAME,
     NAMESPACE_PREFIX,
     QUEUE_LABEL,
@@ -16,13 +16,13 @@ from clusters.install.behaviour import (
     probe_objects,
     prove_scheduling,
 )
-from clusters.install.suite import apply_suite_objects, remove_suite_objects
-from clusters.layout import GpuLayout
-from clusters.suite_stack import KAI_SCHEDULER_NAME, PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX
-from fixtures import errors, kinds
-from fixtures.options import CATALOG
-from fixtures.ownership import MANAGED_BY, RUN_LABEL, SCOPE_LABEL, SUITE
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME, PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.options import CATALOG
+from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SCOPE_LABEL, SUITE
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests import crd_schemas
 from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.installation import SimulatedStack

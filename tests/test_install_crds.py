@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.install.crds import SUITE_KINDS, check_crds
-from fixtures import errors, kinds
-from fixtures.options import CATALOG
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters.install.crds import SUITE_KINDS, check_crds
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.options import CATALOG
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests import crd_schemas
 from tests.fakes.installation import crd
 from tests.fakes.kube import FakeKube

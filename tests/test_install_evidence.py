@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from clusters.install.common import running_images
-from clusters.install.evidence import (
+from kai_conformance.clusters.install.common import running_images
+from kai_conformance.clusters.install.evidence import (
     SIGNATURES,
     canonical_repository,
     establish_version,
@@ -16,8 +16,8 @@ from clusters.install.evidence import (
     image_tag,
     repository,
 )
-from fixtures import errors
-from fixtures.options import version_origins
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.options import version_origins
 from tests.fakes.installation import deployment
 from tests.fakes.kube import FakeKube
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.install import jobset, manifests, trainer
-from fixtures import errors, kinds
-from fixtures.options import InstallSources
+from kai_conformance.clusters.install import jobset, manifests, trainer
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.options import InstallSources
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import (
     EXPIRING,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters.install.readiness import jobset_probe, queue_probe, trainer_probe
-from fixtures.options import CATALOG
+from kai_conformance.clusters.install.readiness import jobset_probe, queue_probe, trainer_probe
+from kai_conformance.fixtures.options import CATALOG
 from tests import crd_schemas
 
 

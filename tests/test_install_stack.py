@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from clusters.install import stack as stack_install
-from clusters.install.suite import apply_suite_objects, remove_suite_objects
-from clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, PARENT_QUEUE, RUNTIME
-from fixtures import errors, kinds
-from fixtures.ownership import stamp
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters.install import stack as stack_install
+from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
+from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, PARENT_QUEUE, RUNTIME
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.ownership import stamp
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import SimulatedStack, install_context, make_settings
 from tests.fakes.kube import FakeKube

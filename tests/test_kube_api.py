@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import errors, kinds
-from fixtures.kube import error_for, label_selector
-from fixtures.ownership import stamp
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kube import error_for, label_selector
+from kai_conformance.fixtures.ownership import stamp
 from tests.fakes.kube import FakeKube
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import errors, kinds
-from fixtures.kube import ClusterKube
-from fixtures.ownership import FIELD_MANAGER, stamp
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kube import ClusterKube
+from kai_conformance.fixtures.ownership import FIELD_MANAGER, stamp
 from tests.fakes.apiserver import Request, serve, status
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "labels": {}}}

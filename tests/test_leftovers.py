@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fixtures import kinds
-from fixtures.ownership import stamp
-from fixtures.session import find_leftovers, kept_namespaces
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.ownership import stamp
+from kai_conformance.fixtures.session import find_leftovers, kept_namespaces
 from tests.fakes.kube import FakeKube
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fixtures.matching import ABSENT, Contains, diff, matches, mismatches, predicate
-from fixtures.waits import observe_match
+from kai_conformance.fixtures.matching import ABSENT, Contains, diff, matches, mismatches, predicate
+from kai_conformance.fixtures.waits import observe_match
 
 PODGROUP = {
     "metadata": {"name": "pg-job-1", "ownerReferences": [{"kind": "JobSet", "name": "job"}], "labels": {"a": "1"}},

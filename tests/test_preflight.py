@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters.catalog import Catalog
-from fixtures import errors, preflight
+from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.fixtures import errors, preflight
 from tests.fakes.kube import FakeKube
 
 REPO = Path(__file__).resolve().parent.parent

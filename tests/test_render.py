@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from clusters.catalog import Catalog, load_topology
-from fixtures.errors import UsageError
-from fixtures.ownership import MANAGED_BY, SCOPE_LABEL, TEST_ID_ANNOTATION
-from fixtures.render import RenderContext, case_documents, case_of, file_name, render
-from fixtures.session import create_render_dir
+from kai_conformance.clusters.catalog import Catalog, load_topology
+from kai_conformance.fixtures.errors import UsageError
+from kai_conformance.fixtures.ownership import MANAGED_BY, SCOPE_LABEL, TEST_ID_ANNOTATION
+from kai_conformance.fixtures.render import RenderContext, case_documents, case_of, file_name, render
+from kai_conformance.fixtures.session import create_render_dir
 
 CATALOG = Catalog.load()
 

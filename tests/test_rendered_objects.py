@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.catalog import Catalog, available_topologies, load_topology
-from clusters.layout import GpuLayout, GpuNode
-from clusters.suite_stack import stack_manifests
-from fixtures import kinds
-from fixtures.render import RenderContext
-from fixtures.workspace import prepare
+from kai_conformance.clusters.catalog import Catalog, available_topologies, load_topology
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.clusters.suite_stack import stack_manifests
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.workspace import prepare
 from tests import crd_schemas
 from tests.suite_cases import SuiteCase, suite_cases
 

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from fixtures import errors, waits
-from fixtures.recording import failure_kind
-from reports import categories
+from kai_conformance.fixtures import errors, waits
+from kai_conformance.fixtures.recording import failure_kind
+from kai_conformance.reports import categories
 
 
 class InstallFailed(errors.InfrastructureError):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from reports import chromium, generate, sample
-from reports.model import RunRecords
-from reports.records import CaseRecord, DetectorVerdict, PodTimes
-from reports.runinfo import RunInfo
+from kai_conformance.reports import chromium, generate, sample
+from kai_conformance.reports.model import RunRecords
+from kai_conformance.reports.records import CaseRecord, DetectorVerdict, PodTimes
+from kai_conformance.reports.runinfo import RunInfo
 
 #: Attributes through which a page loads something (or navigates away).
 LOADING_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "poster", "data", "action", "formaction", "background"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import __main__ as cli
-from reports import allure_files, generate, sample
+from kai_conformance.reports import __main__ as cli
+from kai_conformance.reports import allure_files, generate, sample
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="{e}"
  failures="{f}" skipped="0" tests="{t}" time="1.5"><testcase classname="suites.test_gang" name="test_a"/></testsuite>
@@ -90,7 +90,7 @@ def test_generate_rewrites_a_directorys_reports_and_appends_the_step_summary(
 
 
 def test_allure_environment_escapes_keys_and_values() -> None:
-    from reports.runinfo import RunInfo
+    from kai_conformance.reports.runinfo import RunInfo
 
     text = allure_files.environment_text([RunInfo("r", sources={"kai chart": "a=b\nc"})])
     assert "source.kai\\ chart=a=b\\nc\n" in text

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from reports import markdown, sample
-from reports.model import (
+from kai_conformance.reports import markdown, sample
+from kai_conformance.reports.model import (
     LabelCell,
     RunRecords,
     Status,
@@ -16,8 +16,8 @@ from reports.model import (
     exception_lines,
     status_of,
 )
-from reports.records import CaseRecord, DetectorVerdict, LabelObservation, PodTimes
-from reports.runinfo import RunInfo, flatten, gpu_topology
+from kai_conformance.reports.records import CaseRecord, DetectorVerdict, LabelObservation, PodTimes
+from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
 
 RUN = RunInfo("run-1", combination="kai-v0.17.0+trainer-v2.3.0", versions={"kai": "v0.17.0", "kubernetes": "1.35"})
 
@@ -201,9 +201,9 @@ def test_environment_helpers() -> None:
 def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> None:
     from types import SimpleNamespace
 
-    from clusters.catalog import load_topology
-    from fixtures.options import CATALOG, InstallSources
-    from fixtures.reporting import describe_run
+    from kai_conformance.clusters.catalog import load_topology
+    from kai_conformance.fixtures.options import CATALOG, InstallSources
+    from kai_conformance.fixtures.reporting import describe_run
 
     settings = SimpleNamespace(
         combination=CATALOG.combination("kai-v0.16.8+trainer-v2.2.0"), kubernetes="1.34", cluster="kind",
@@ -224,7 +224,7 @@ def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> N
 
 
 def test_reports_say_which_versions_were_detected_declared_or_installed() -> None:
-    from reports import generate, html
+    from kai_conformance.reports import generate, html
 
     stack = {"components": {
         "kai": {"version": "v0.17.0", "version_source": "declared", "established": "declared by --kai-version v0.17.0"},

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.catalog import Catalog
-from reports import categories
-from reports.generate import load
-from reports.model import Status, build
+from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.reports import categories
+from kai_conformance.reports.generate import load
+from kai_conformance.reports.model import Status, build
 from tests.fakes.apiserver import serve
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ MARKERS = ("gang", "queue", "labels", "preemption", "podgrouper", "control", "se
 
 INI = (
     "[pytest]\naddopts = -p no:pytest-kind-ng -p no:cacheprovider\nxfail_strict = true\n"
-    # the conftest imports fixtures.plugin to point suite mode at its own suites/ before pytest loads it
+    # the conftest imports kai_conformance.fixtures.plugin to point suite mode at its own suites/ before pytest loads it
     "filterwarnings =\n    ignore:Module already imported:pytest.PytestAssertRewriteWarning\nmarkers =\n"
 ) + "".join(f"    {m}: {m}\n" for m in MARKERS)
 
@@ -38,13 +38,13 @@ from pathlib import Path
 
 import pytest
 
-import fixtures.plugin
-from clusters.state import ClusterState
+import kai_conformance.fixtures.plugin
+from kai_conformance.clusters.state import ClusterState
 from tests.fakes.kube import FakeKube
 
 # Suite mode means "paths under suites/": here, this directory's suites/ (set in every xdist worker too).
-fixtures.plugin.SUITES_DIR = Path(__file__).resolve().parent / "suites"
-pytest_plugins = ["fixtures.plugin"]
+kai_conformance.fixtures.plugin.SUITES_DIR = Path(__file__).resolve().parent / "suites"
+pytest_plugins = ["kai_conformance.fixtures.plugin"]
 
 
 @pytest.fixture(scope="session")
@@ -68,8 +68,8 @@ SUITE = '''
 
 import pytest
 
-from fixtures import errors
-from reports.records import DetectorVerdict, PodTimes
+from kai_conformance.fixtures import errors
+from kai_conformance.reports.records import DetectorVerdict, PodTimes
 
 
 class Case:
@@ -223,7 +223,7 @@ def test_records_carry_outcome_kind_category_and_run(run: dict) -> None:
         seen = (record.outcome, statuses[name], record.failure_kind, record.category)
         assert seen == (outcome, status, kind, category), name
         assert record.run_id == entry.run.run_id and record.worker.startswith("gw")
-    assert records["test_queue_api_down"].exception == "fixtures.errors.Unreachable"
+    assert records["test_queue_api_down"].exception == "kai_conformance.fixtures.errors.Unreachable"
     assert records["test_labels_reach_pods"].message.startswith("known deviation: Trainer drops")
     assert records["test_reclaim"].message == "needs 16 GPUs"
     assert entry.run.versions["kai"] and entry.run.combination

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures.run import configure_run, run_context, start_run, started, worker_input
+from kai_conformance.fixtures.run import configure_run, run_context, start_run, started, worker_input
 
 
 def config(**attributes: object) -> SimpleNamespace:

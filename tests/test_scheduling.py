@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from clusters.existing import OPT_IN_COMMAND
-from clusters.layout import GpuLayout, GpuNode
-from clusters.state import ClusterState
-from fixtures import errors, kinds
-from fixtures.scheduling import CaseGate, FileLockSlot, case_guard, gpu_demand, gpu_lease, refusal
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters.existing import OPT_IN_COMMAND
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.clusters.state import ClusterState
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.scheduling import CaseGate, FileLockSlot, case_guard, gpu_demand, gpu_lease, refusal
+from kai_conformance.fixtures.waits import TimeoutPolicy
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
 
@@ -200,7 +200,7 @@ class Request:
 
     def __init__(self, tmp_path: Path, state: ClusterState, markers: tuple[str, ...], fixtures: dict,
                  case: object = None) -> None:  # fmt: skip
-        from fixtures.plugin import SUITE_MODE
+        from kai_conformance.fixtures.plugin import SUITE_MODE
 
         self.config = SimpleNamespace(stash=pytest.Stash())
         self.config.stash[SUITE_MODE] = True
@@ -218,7 +218,7 @@ class Request:
 
 @pytest.fixture
 def guarded(tmp_path: Path, fake):
-    from clusters.catalog import load_topology
+    from kai_conformance.clusters.catalog import load_topology
     from tests.fakes.installation import SimulatedStack, make_settings
 
     SimulatedStack(fake).add_workers(3)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import kinds
-from fixtures.waits import ConditionNotMet, ConditionViolated
-from suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues
-from suites.support.expectations import PODGROUPER_USER
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
+from kai_conformance.suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues
+from kai_conformance.suites.support.expectations import PODGROUPER_USER
 from tests.fakes.controllers import Faults
 from tests.flows import NAMESPACE
 

@@ -6,8 +6,15 @@ import time
 
 import pytest
 
-from fixtures import errors, waits
-from fixtures.waits import ConditionNotMet, ConditionViolated, Observation, TimeoutPolicy, consistently, eventually
+from kai_conformance.fixtures import errors, waits
+from kai_conformance.fixtures.waits import (
+    ConditionNotMet,
+    ConditionViolated,
+    Observation,
+    TimeoutPolicy,
+    consistently,
+    eventually,
+)
 
 
 def counter_probe(ok_after: int):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import kinds
-from fixtures.ownership import CASE_LABEL, MANAGED_BY, RUN_LABEL, TEST_ID_ANNOTATION, case_label_value
-from fixtures.workspace import namespace_name
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.ownership import CASE_LABEL, MANAGED_BY, RUN_LABEL, TEST_ID_ANNOTATION, case_label_value
+from kai_conformance.fixtures.workspace import namespace_name
 from tests.fakes import shared
 from tests.fakes.kube import FakeKube
 
@@ -15,10 +15,10 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = """
 import pytest
-from fixtures.run import RunContext
+from kai_conformance.fixtures.run import RunContext
 from tests.fakes import shared
 
-pytest_plugins = ["fixtures.plugin"]
+pytest_plugins = ["kai_conformance.fixtures.plugin"]
 
 @pytest.fixture(scope="session")
 def kube():

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusters.suite_stack import PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX, pod_spec, queue
-from fixtures import errors, kinds, progress
-from fixtures.kube import KubeApi
-from fixtures.ownership import stamp
-from fixtures.waits import Observation, Probe, TimeoutPolicy, eventually
+from kai_conformance.clusters.suite_stack import PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX, pod_spec, queue
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.ownership import stamp
+from kai_conformance.fixtures.waits import Observation, Probe, TimeoutPolicy, eventually
 
 Obj = dict[str, Any]
 #: The label KAI's podgrouper reads the queue from (Helm value ``podgrouper.queueLabelKey``, kai-scheduler.md §3.2).

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from clusters.catalog import Component
-from clusters.install.context import InstallContext
-from clusters.install.crds import check_crds
-from clusters.install.evidence import canonical_repository, establish_version, find_deployments
-from clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
-from fixtures import kinds
-from fixtures.kube import KubeApi
+from kai_conformance.clusters.catalog import Component
+from kai_conformance.clusters.install.context import InstallContext
+from kai_conformance.clusters.install.crds import check_crds
+from kai_conformance.clusters.install.evidence import canonical_repository, establish_version, find_deployments
+from kai_conformance.clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import KubeApi
 
 LABELS = {"kai": "KAI Scheduler", "jobset": "JobSet", "trainer": "Kubeflow Trainer"}
 #: The fix when a component's APIs are missing on the cluster.

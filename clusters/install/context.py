@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from clusters import commands
-from clusters.catalog import Component
-from fixtures import progress
-from fixtures.kube import KubeApi
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters import commands
+from kai_conformance.clusters.catalog import Component
+from kai_conformance.fixtures import progress
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.waits import TimeoutPolicy
 
 if TYPE_CHECKING:  # the plugin layer's settings, passed in by clusters.provision
-    from fixtures.options import Settings
+    from kai_conformance.fixtures.options import Settings
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fixtures import errors, kinds, progress
-from fixtures.kinds import Kind
-from fixtures.kube import KubeApi
-from fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 #: The kinds of each component the suite uses, at the versions it uses them.
 SUITE_KINDS: dict[str, tuple[Kind, ...]] = {

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.install import manifests
-from clusters.install.common import NOT_INSTALLED_FIX, installed, verify_component
-from clusters.install.context import InstallContext
-from clusters.install.crds import check_crds
-from clusters.install.readiness import jobset_probe, wait_deployments, webhook_serves
-from fixtures import progress
+from kai_conformance.clusters.install import manifests
+from kai_conformance.clusters.install.common import NOT_INSTALLED_FIX, installed, verify_component
+from kai_conformance.clusters.install.context import InstallContext
+from kai_conformance.clusters.install.crds import check_crds
+from kai_conformance.clusters.install.readiness import jobset_probe, wait_deployments, webhook_serves
+from kai_conformance.fixtures import progress
 
 
 def source(ctx: InstallContext) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.install.common import NOT_INSTALLED_FIX, installed, verify_component
-from clusters.install.context import Chart, InstallContext, install_chart
-from clusters.install.crds import check_crds
-from clusters.install.readiness import queue_probe, wait_deployments, webhook_serves
+from kai_conformance.clusters.install.common import NOT_INSTALLED_FIX, installed, verify_component
+from kai_conformance.clusters.install.context import Chart, InstallContext, install_chart
+from kai_conformance.clusters.install.crds import check_crds
+from kai_conformance.clusters.install.readiness import queue_probe, wait_deployments, webhook_serves
 
 RELEASE = "kai-scheduler"
 NAMESPACE = "kai-scheduler"

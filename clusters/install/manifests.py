@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from clusters import commands
-from fixtures import errors, kinds, progress
-from fixtures.kube import KubeApi, describe
-from fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.clusters import commands
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kube import KubeApi, describe
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 Obj = dict[str, Any]
 

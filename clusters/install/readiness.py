@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fixtures import errors, kinds, progress
-from fixtures.kinds import Kind
-from fixtures.kube import KubeApi
-from fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 PROBE_NAME = "kai-conformance-readiness-probe"
 #: Where namespaced probe objects are dry-run (every cluster has it; nothing is stored).

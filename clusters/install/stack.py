@@ -7,10 +7,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from clusters.install import jobset, kai, trainer
-from clusters.install.common import running_images
-from clusters.install.context import InstallContext
-from fixtures import errors
+from kai_conformance.clusters.install import jobset, kai, trainer
+from kai_conformance.clusters.install.common import running_images
+from kai_conformance.clusters.install.context import InstallContext
+from kai_conformance.fixtures import errors
 
 T = TypeVar("T")
 

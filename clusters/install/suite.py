@@ -7,11 +7,11 @@ known to be racy right after install); removal only ever touches objects carryin
 
 from __future__ import annotations
 
-from clusters.suite_stack import stack_manifests
-from fixtures import errors, kinds
-from fixtures.kube import KubeApi, describe
-from fixtures.ownership import owned_selector, stamp
-from fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.clusters.suite_stack import stack_manifests
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kube import KubeApi, describe
+from kai_conformance.fixtures.ownership import owned_selector, stamp
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 #: Removal order: a namespace the behaviour probe could not remove (with its workload), runtimes, then the queues
 #: (the probe's leaf queue and the parent; the cases' queues are gone by then).

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from clusters.layout import GpuLayout
-from clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, RUNTIME, replicated_job
-from fixtures.render import RenderContext
-from suites.support.expectations import (
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, RUNTIME, replicated_job
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.suites.support.expectations import (
     ARRIVALS,
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_QUEUE,
@@ -37,8 +37,8 @@ from suites.support.expectations import (
     ReplicatedJob,
     expectations_for,
 )
-from suites.support.shapes import GangShape, GpuSize, PodCount
-from suites.support.workloads import (
+from kai_conformance.suites.support.shapes import GangShape, GpuSize, PodCount
+from kai_conformance.suites.support.workloads import (
     NAMESPACED_RUNTIME_KIND,
     UNLIMITED,
     case_queue,

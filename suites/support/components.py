@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from suites.support.snapshot import Obj, name_of
+from kai_conformance.suites.support.snapshot import Obj, name_of
 
 
 @dataclass(frozen=True)

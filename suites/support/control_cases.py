@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusters.layout import GpuLayout
-from clusters.suite_stack import KAI_SCHEDULER_NAME, pod_spec, replicated_job
-from fixtures import kinds
-from fixtures.ownership import MANAGED_BY, SUITE
-from fixtures.render import RenderContext
-from suites.support.cases import Manifest, PropagationCase, SideBySide, _job, held_if_fits
-from suites.support.expectations import ARRIVALS, LEVELS, QUEUE_LABEL, ReplicatedJob
-from suites.support.workloads import (
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME, pod_spec, replicated_job
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.ownership import MANAGED_BY, SUITE
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.suites.support.cases import Manifest, PropagationCase, SideBySide, _job, held_if_fits
+from kai_conformance.suites.support.expectations import ARRIVALS, LEVELS, QUEUE_LABEL, ReplicatedJob
+from kai_conformance.suites.support.workloads import (
     NAMESPACED_RUNTIME_KIND,
     UNLIMITED,
     case_queue,

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from fixtures import matching
-from fixtures.kube import AccessReview, event_time
-from fixtures.waits import Observation
-from suites.support.expectations import (
+from kai_conformance.fixtures import matching
+from kai_conformance.fixtures.kube import AccessReview, event_time
+from kai_conformance.fixtures.waits import Observation
+from kai_conformance.suites.support.expectations import (
     EVICT_ACTION_ANNOTATION,
     EVICT_EVENT_REASON,
     JOBSET_API_VERSION,
@@ -27,7 +27,7 @@ from suites.support.expectations import (
     UNSCHEDULABLE_CONDITION,
     UNSCHEDULABLE_REASON,
 )
-from suites.support.snapshot import (
+from kai_conformance.suites.support.snapshot import (
     Obj,
     Snapshot,
     annotations_of,

@@ -31,13 +31,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from clusters.suite_stack import KAI_SCHEDULER_NAME
-from fixtures import errors, kinds
-from fixtures.kube import KubeApi, event_time
-from fixtures.waits import ConditionNotMet
-from suites.support.components import BINDER, JOB_CONTROLLER, JOBSET, PODGROUPER, SCHEDULER, TRAINER, Component, health
-from suites.support.detectors import podgroup_explains
-from suites.support.expectations import (
+from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kube import KubeApi, event_time
+from kai_conformance.fixtures.waits import ConditionNotMet
+from kai_conformance.suites.support.components import (
+    BINDER,
+    JOB_CONTROLLER,
+    JOBSET,
+    PODGROUPER,
+    SCHEDULER,
+    TRAINER,
+    Component,
+    health,
+)
+from kai_conformance.suites.support.detectors import podgroup_explains
+from kai_conformance.suites.support.expectations import (
     BIND_FAILED,
     BIND_SUCCEEDED,
     NOT_READY_EVENT_REASON,
@@ -46,7 +55,7 @@ from suites.support.expectations import (
     PODGROUPER_WARNING_REASON,
     QUEUE_LABEL,
 )
-from suites.support.provenance import (
+from kai_conformance.suites.support.provenance import (
     JOBS,
     JOBSETS,
     PODGROUPER_NEEDS,
@@ -56,7 +65,15 @@ from suites.support.provenance import (
     Provenance,
     provenance,
 )
-from suites.support.snapshot import Obj, Snapshot, labels_of, name_of, owner_refs, pending_reason, scheduled_condition
+from kai_conformance.suites.support.snapshot import (
+    Obj,
+    Snapshot,
+    labels_of,
+    name_of,
+    owner_refs,
+    pending_reason,
+    scheduled_condition,
+)
 
 #: How many objects a finding names before it abbreviates.
 NAMED = 3

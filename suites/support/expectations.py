@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from clusters.catalog import Combination
-from fixtures.errors import UsageError
-from fixtures.matching import ABSENT, Contains, predicate
+from kai_conformance.clusters.catalog import Combination
+from kai_conformance.fixtures.errors import UsageError
+from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
 
 # ------------------------------------------------------------------------------------------ constant facts
 #: KAI's release namespace and the podgrouper's service account (B6; KAI §4.6).

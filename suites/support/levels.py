@@ -7,9 +7,9 @@ level must not be empty); where it must not arrive, any object carrying it count
 
 from __future__ import annotations
 
-from suites.support.detectors import Arrival
-from suites.support.expectations import LEVELS
-from suites.support.snapshot import Obj, Snapshot, annotations_of, labels_of
+from kai_conformance.suites.support.detectors import Arrival
+from kai_conformance.suites.support.expectations import LEVELS
+from kai_conformance.suites.support.snapshot import Obj, Snapshot, annotations_of, labels_of
 
 
 def objects_at(snap: Snapshot, level: str) -> list[Obj]:

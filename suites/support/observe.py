@@ -16,13 +16,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fixtures import errors, kinds
-from fixtures.kube import KubeApi
-from fixtures.waits import POLL_INTERVAL, ConditionNotMet, ConditionViolated, Observation, consistently, eventually
-from reports.records import PodTimes
-from suites.support import diagnosis
-from suites.support.detectors import Verdict, gang_fully_bound
-from suites.support.snapshot import (
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.waits import (
+    POLL_INTERVAL,
+    ConditionNotMet,
+    ConditionViolated,
+    Observation,
+    consistently,
+    eventually,
+)
+from kai_conformance.reports.records import PodTimes
+from kai_conformance.suites.support import diagnosis
+from kai_conformance.suites.support.detectors import Verdict, gang_fully_bound
+from kai_conformance.suites.support.snapshot import (
     Snapshot,
     bound_at,
     is_terminating,

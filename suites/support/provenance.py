@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from suites.support.expectations import (
+from kai_conformance.suites.support.expectations import (
     DEFAULT_PRIORITY_CLASS,
     DEFAULT_QUEUE,
     PODGROUPER_USER,
     PRIORITY_LABEL,
     QUEUE_LABEL,
 )
-from suites.support.snapshot import Obj, Snapshot, labels_of, name_of
+from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, name_of
 
 TRAINJOBS = "trainjobs.trainer.kubeflow.org"
 JOBSETS = "jobsets.jobset.x-k8s.io"

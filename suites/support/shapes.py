@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from clusters.layout import GpuLayout
+from kai_conformance.clusters.layout import GpuLayout
 
 
 class GpuSize(Enum):

@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clusters.layout import GPU_RESOURCE
-from suites.support.expectations import (
+from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.suites.support.expectations import (
     JOBSET_API_VERSION,
     JOBSET_NAME_LABEL,
     POD_GROUP_NAME_FORMAT,

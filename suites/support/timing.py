@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from fixtures.waits import KAI_SCHEDULE_PERIOD, TimeoutPolicy
+from kai_conformance.fixtures.waits import KAI_SCHEDULE_PERIOD, TimeoutPolicy
 
 SETTLE_PERIODS = 5
 

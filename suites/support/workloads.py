@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from clusters.layout import GPU_RESOURCE
-from clusters.suite_stack import (
+from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.clusters.suite_stack import (
     PARENT_QUEUE,
     RUNTIME,
     WORKLOAD_REQUESTS,
@@ -22,9 +22,9 @@ from clusters.suite_stack import (
     replicated_job,
     training_runtime,
 )
-from fixtures import kinds
-from fixtures.render import RenderContext
-from suites.support.expectations import PRIORITY_LABEL, QUEUE_LABEL
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.suites.support.expectations import PRIORITY_LABEL, QUEUE_LABEL
 
 #: ``spec.runtimePatches[].manager`` must be a domain-prefixed path (upstream-facts §A5).
 PATCH_MANAGER = "kai-conformance.io/suites"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fixtures import errors
-from fixtures.kinds import Kind
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kinds import Kind
 from tests.fakes.apiserver import Request, status
 from tests.fakes.kube import FakeKube
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusters.commands import Completed, checked
+from kai_conformance.clusters.commands import Completed, checked
 
 Action = Callable[[tuple[str, ...]], Completed | str | None]
 

@@ -28,14 +28,14 @@ from typing import Any
 
 import yaml
 
-from clusters.catalog import WORKER_INDEX_LABEL, load_topology
-from clusters.install import kai, trainer
-from clusters.install.crds import SUITE_KINDS
-from clusters.layout import GpuLayout, GpuNode
-from fixtures import errors, kinds
-from fixtures.kinds import Kind
-from fixtures.options import CATALOG, InstallSources, Settings
-from fixtures.waits import TimeoutPolicy
+from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, load_topology
+from kai_conformance.clusters.install import kai, trainer
+from kai_conformance.clusters.install.crds import SUITE_KINDS
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.fixtures.options import CATALOG, InstallSources, Settings
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import FakeRunner
 from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.kube import Call, FakeKube
@@ -329,7 +329,7 @@ class SimulatedStack:
 
 
 def install_context(settings: Settings, stack: SimulatedStack, kubeconfig: str = "/tmp/kc", context: str | None = None):
-    from clusters.install.context import InstallContext
+    from kai_conformance.clusters.install.context import InstallContext
 
     return InstallContext(settings=settings, kube_factory=lambda: stack.fake, runner=stack.runner, fetch=stack.fetch,
                           kubeconfig=kubeconfig, context=context)  # fmt: skip

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import copy
 
-from fixtures import kinds
-from suites.support.snapshot import is_bound, is_terminating, labels_of, parse_time
+from kai_conformance.fixtures import kinds
+from kai_conformance.suites.support.snapshot import is_bound, is_terminating, labels_of, parse_time
 from tests.fakes.simulation import INDEX_LABEL, JOB_NAME_LABEL, JOB_TRACKING_FINALIZER, Obj, Simulation
 
 INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"

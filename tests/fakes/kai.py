@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import yaml
 
-from clusters.suite_stack import KAI_SCHEDULER_NAME
-from fixtures import kinds
-from suites.support import expectations as ex
-from suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
+from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
+from kai_conformance.fixtures import kinds
+from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
 from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation
 
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fixtures import errors, kinds
-from fixtures.kinds import Kind
-from fixtures.kube import KubeApi, Obj, describe
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.fixtures.kube import KubeApi, Obj, describe
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
 
@@ -129,7 +129,7 @@ class FakeKube(KubeApi):
             failure.times -= 1
             if failure.status == 0:
                 raise errors.Unreachable(f"{operation} {what}", 0, "Unreachable", failure.message)
-            from fixtures.kube import error_for
+            from kai_conformance.fixtures.kube import error_for
 
             details = {"name": name} if failure.status == 404 else {}
             body = {"kind": "Status", "reason": "", "message": failure.message, "details": details}

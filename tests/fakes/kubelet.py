@@ -16,9 +16,9 @@ lets a replacement in; the simulated Job controller keeps that order (tests/fake
 
 from __future__ import annotations
 
-from clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND
-from fixtures import kinds
-from suites.support.snapshot import is_bound, is_terminating
+from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND
+from kai_conformance.fixtures import kinds
+from kai_conformance.suites.support.snapshot import is_bound, is_terminating
 from tests.fakes.simulation import Obj, Simulation
 
 #: 128 + SIGKILL: a container still running when the grace period ends.

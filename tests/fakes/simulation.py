@@ -10,11 +10,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusters.layout import GpuLayout
-from fixtures import kinds
-from fixtures.kinds import Kind
-from suites.support import expectations as ex
-from suites.support.snapshot import uid_of
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.snapshot import uid_of
 from tests.fakes.kube import FakeKube
 
 Obj = dict[str, Any]

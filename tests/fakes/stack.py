@@ -6,8 +6,8 @@ diagnosis can read them the way it reads a real cluster.
 
 from __future__ import annotations
 
-from suites.support.expectations import PODGROUPER_USER
-from suites.support.provenance import PODGROUPER_NEEDS, TRAINJOBS
+from kai_conformance.suites.support.expectations import PODGROUPER_USER
+from kai_conformance.suites.support.provenance import PODGROUPER_NEEDS, TRAINJOBS
 from tests.builders import deployment
 from tests.fakes.kube import FakeKube
 from tests.fakes.simulation import Faults

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import copy
 
-from clusters.suite_stack import TRAINER_ANCESTOR_LABEL
-from fixtures import kinds
-from suites.support import expectations as ex
-from suites.support.snapshot import is_terminating, labels_of, uid_of
+from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
+from kai_conformance.fixtures import kinds
+from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
 from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation, merge_metadata
 
 
