@@ -41,12 +41,9 @@ from kai_conformance.suites.support.cases import (
     skip_unless,
 )
 from kai_conformance.suites.support.control_cases import MisplacedLabelCase
-from kai_conformance.suites.support.detectors import (
-    Arrival,
-    arrivals_as_expected,
-    podgroup_priority_class,
-    pods_annotated,
-)
+from kai_conformance.suites.support.detectors.labels import Arrival, arrivals_as_expected
+from kai_conformance.suites.support.detectors.podgrouper import pods_annotated
+from kai_conformance.suites.support.detectors.queues import podgroup_priority_class
 from kai_conformance.suites.support.expectations import (
     ARRIVALS,
     JOBSET_OWN_LABELS,

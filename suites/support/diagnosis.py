@@ -45,7 +45,7 @@ from kai_conformance.suites.support.components import (
     Component,
     health,
 )
-from kai_conformance.suites.support.detectors import podgroup_explains
+from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.expectations import (
     BIND_FAILED,
     BIND_SUCCEEDED,
