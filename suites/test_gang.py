@@ -25,7 +25,8 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import BlockedGangCase, GangCase, param, skip_unless
+from kai_conformance.suites.support.cases.contract import param, skip_unless
+from kai_conformance.suites.support.cases.gang import BlockedGangCase, GangCase
 from kai_conformance.suites.support.detectors.gang import (
     PartialGangWatch,
     bind_spread,

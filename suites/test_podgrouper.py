@@ -31,8 +31,9 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param, require_gpus
-from kai_conformance.suites.support.control_cases import JobPodGroupCase
+from kai_conformance.suites.support.cases.contract import param, require_gpus
+from kai_conformance.suites.support.cases.control import JobPodGroupCase
+from kai_conformance.suites.support.cases.podgrouper import AUX_JOB, LAUNCHER_JOB, PodGroupCase
 from kai_conformance.suites.support.detectors.podgrouper import (
     access_granted,
     collected,
