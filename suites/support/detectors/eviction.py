@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kai_conformance.suites.support.detectors.verdict import NAMED, Verdict, one_podgroup
+from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
 from kai_conformance.suites.support.expectations import EVICT_ACTION_ANNOTATION, EVICT_EVENT_REASON
-from kai_conformance.suites.support.snapshot import Snapshot, annotations_of, name_of, uid_of
+from kai_conformance.suites.support.snapshot import NAMED, Snapshot, annotations_of, name_of, uid_of
 
 
 def eviction_recorded(snap: Snapshot, action: str) -> Verdict:

@@ -4,7 +4,7 @@ for long."""
 from __future__ import annotations
 
 from kai_conformance.fixtures.kube import event_time
-from kai_conformance.suites.support.detectors.verdict import Verdict, name_list
+from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import NOT_READY_EVENT_REASON, UNSCHEDULABLE_REASON
 from kai_conformance.suites.support.snapshot import (
     Obj,
@@ -12,6 +12,7 @@ from kai_conformance.suites.support.snapshot import (
     bound_at,
     container_waiting,
     is_running,
+    name_list,
     name_of,
     node_summary,
     pending_reason,

@@ -11,7 +11,7 @@ import yaml
 
 from kai_conformance.fixtures import matching
 from kai_conformance.fixtures.kube import AccessReview
-from kai_conformance.suites.support.detectors.verdict import NAMED, Verdict, name_list, one_podgroup
+from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
 from kai_conformance.suites.support.expectations import (
     JOBSET_API_VERSION,
     POD_GROUP_ANNOTATION,
@@ -19,10 +19,12 @@ from kai_conformance.suites.support.expectations import (
     TOP_OWNER_ANNOTATION,
 )
 from kai_conformance.suites.support.snapshot import (
+    NAMED,
     Obj,
     Snapshot,
     annotations_of,
     labels_of,
+    name_list,
     name_of,
     owner_refs,
     podgroup_name,

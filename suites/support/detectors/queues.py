@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai_conformance.suites.support.detectors.verdict import NAMED, Verdict, one_podgroup
+from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
 from kai_conformance.suites.support.expectations import UNSCHEDULABLE_CONDITION, UNSCHEDULABLE_REASON
-from kai_conformance.suites.support.snapshot import Obj, Snapshot, name_of
+from kai_conformance.suites.support.snapshot import NAMED, Obj, Snapshot, name_of
 
 
 def _podgroup_reasons(snap: Snapshot, podgroup: Obj) -> list[tuple[str, str]]:

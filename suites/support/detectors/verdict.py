@@ -6,14 +6,10 @@ verdicts (``record.verdict``) and turn them into waits (``verdict.observation()`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kai_conformance.fixtures.waits import Observation
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, name_of
-
-#: How many pods a verdict names before it abbreviates.
-NAMED = 3
 
 
 @dataclass(frozen=True)
@@ -27,12 +23,6 @@ class Verdict:
 
     def __str__(self) -> str:
         return f"[{self.detector}] {'ok' if self.ok else 'VIOLATED'}: {self.explanation}"
-
-
-def name_list(objs: Sequence[Obj], describe: Callable[[Obj], str] = name_of) -> str:
-    """Names of ``objs`` (as ``describe`` puts them), the first :data:`NAMED` of them and how many more."""
-    shown = [describe(o) for o in objs[:NAMED]]
-    return ", ".join(shown) + (f" and {len(objs) - NAMED} more" if len(objs) > NAMED else "")
 
 
 def all_of(*verdicts: Verdict) -> Verdict:
