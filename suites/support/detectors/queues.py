@@ -48,26 +48,25 @@ def podgroup_explains(snap: Snapshot, reasons: Sequence[str] = (), mentions: str
     )
 
 
-def podgroup_queue(snap: Snapshot, queue: str) -> Verdict:
-    pg = one_podgroup(snap, "podgroup-queue")
+def _podgroup_spec_is(snap: Snapshot, detector: str, field: str, expected: str) -> Verdict:
+    """The one PodGroup's ``spec.<field>`` is ``expected``."""
+    pg = one_podgroup(snap, detector)
     if isinstance(pg, Verdict):
         return pg
-    actual = (pg.get("spec") or {}).get("queue")
+    actual = (pg.get("spec") or {}).get(field)
     return Verdict(
-        "podgroup-queue",
-        actual == queue,
-        f"PodGroup {name_of(pg)} spec.queue = {actual!r}" + ("" if actual == queue else f", expected {queue!r}"),
+        detector,
+        actual == expected,
+        f"PodGroup {name_of(pg)} spec.{field} = {actual!r}"
+        + ("" if actual == expected else f", expected {expected!r}"),
     )
+
+
+def podgroup_queue(snap: Snapshot, queue: str) -> Verdict:
+    """KAI queued the PodGroup to ``queue``."""
+    return _podgroup_spec_is(snap, "podgroup-queue", "queue", queue)
 
 
 def podgroup_priority_class(snap: Snapshot, priority_class: str) -> Verdict:
-    pg = one_podgroup(snap, "podgroup-priority")
-    if isinstance(pg, Verdict):
-        return pg
-    actual = (pg.get("spec") or {}).get("priorityClassName")
-    return Verdict(
-        "podgroup-priority",
-        actual == priority_class,
-        f"PodGroup {name_of(pg)} spec.priorityClassName = {actual!r}"
-        + ("" if actual == priority_class else f", expected {priority_class!r}"),
-    )
+    """The PodGroup carries ``priority_class``."""
+    return _podgroup_spec_is(snap, "podgroup-priority", "priorityClassName", priority_class)
