@@ -25,19 +25,19 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import BlockedGangCase, GangCase, param, skip_unless
-from kai_conformance.suites.support.detectors import (
+from kai_conformance.suites.support.cases.contract import param, skip_unless
+from kai_conformance.suites.support.cases.gang import BlockedGangCase, GangCase
+from kai_conformance.suites.support.detectors.gang import (
     PartialGangWatch,
-    all_of,
     bind_spread,
-    fires,
     gang_all_or_nothing,
     gang_fully_bound,
     nothing_bound,
-    podgroup_explains,
     pods_marked_unschedulable,
     pods_running,
 )
+from kai_conformance.suites.support.detectors.queues import podgroup_explains
+from kai_conformance.suites.support.detectors.verdict import all_of, fires
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.observe import Check, Observer, Workload
 from kai_conformance.suites.support.shapes import GangShape, GpuSize, PodCount

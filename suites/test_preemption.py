@@ -28,18 +28,12 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import PreemptionCase, ReclaimCase, param, require_gpus, skip_unless
-from kai_conformance.suites.support.control_cases import PartialGangCase
-from kai_conformance.suites.support.detectors import (
-    PartialGangWatch,
-    Verdict,
-    all_of,
-    eviction_recorded,
-    fires,
-    gang_fully_bound,
-    gang_undisturbed,
-    nothing_bound,
-)
+from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
+from kai_conformance.suites.support.cases.control import PartialGangCase
+from kai_conformance.suites.support.cases.preemption import PreemptionCase, ReclaimCase
+from kai_conformance.suites.support.detectors.eviction import eviction_recorded, gang_undisturbed
+from kai_conformance.suites.support.detectors.gang import PartialGangWatch, gang_fully_bound, nothing_bound
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.observe import Observer, Workload, visibility
 from kai_conformance.suites.support.shapes import GpuSize

@@ -28,18 +28,18 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import HierarchyCase, QueueMoveCase, RoutingCase, param, require_gpus
-from kai_conformance.suites.support.control_cases import MisroutedQueueCase
-from kai_conformance.suites.support.detectors import (
-    all_of,
-    arrivals_as_expected,
+from kai_conformance.suites.support.cases.contract import param, require_gpus
+from kai_conformance.suites.support.cases.control import MisroutedQueueCase
+from kai_conformance.suites.support.cases.queues import HierarchyCase, QueueMoveCase, RoutingCase
+from kai_conformance.suites.support.detectors.gang import (
     gang_fully_bound,
     nothing_bound,
-    podgroup_explains,
-    podgroup_queue,
     pods_gone,
     pods_marked_unschedulable,
 )
+from kai_conformance.suites.support.detectors.labels import arrivals_as_expected
+from kai_conformance.suites.support.detectors.queues import podgroup_explains, podgroup_queue
+from kai_conformance.suites.support.detectors.verdict import all_of
 from kai_conformance.suites.support.expectations import (
     OVER_LIMIT_REASON,
     QUEUE_LABEL,

@@ -28,7 +28,8 @@ from kai_conformance.fixtures.waits import (
 )
 from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import diagnosis
-from kai_conformance.suites.support.detectors import Verdict, gang_fully_bound
+from kai_conformance.suites.support.detectors.gang import gang_fully_bound
+from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.snapshot import (
     Snapshot,
     bound_at,
