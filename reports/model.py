@@ -27,6 +27,8 @@ AREAS: dict[str, str] = {
     "labels": "Label propagation",
     "preemption": "Preemption and reclaim",
     "podgrouper": "Pod grouping and ownership",
+    "fairness": "Fair share between queues",
+    "consolidation": "Consolidation and eviction protection",
     "control": "Detector controls",
     "": "Other",
 }
