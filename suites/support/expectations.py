@@ -261,6 +261,20 @@ class Expectations:
     trainer: TrainerRow
     jobset: JobSetRow
 
+    @property
+    def fairness(self) -> Any:
+        """The KAI row of ``expectations_fairness`` (a module of its own, like every area added since)."""
+        from kai_conformance.suites.support.expectations_fairness import fair_share_row
+
+        return fair_share_row(self.kai.minor)
+
+    @property
+    def consolidation(self) -> Any:
+        """The KAI row of ``expectations_consolidation``."""
+        from kai_conformance.suites.support.expectations_consolidation import consolidation_row
+
+        return consolidation_row(self.kai.minor)
+
     def describe(self) -> str:
         """Names the rows, e.g. ``KAI v0.17 (SubGroups PodGroup) · Trainer v2.3 (...) · JobSet v0.12``."""
         gang = self.kai.podgroup_shape.value + " PodGroup"

@@ -14,7 +14,10 @@ The kubelet runs right after the scheduler, so a pod is Running as soon as it is
 ``Succeeded`` or ``Failed`` by its exit codes before the Job controller replaces it (on a real cluster the kubelet
 ends a deleted pod within seconds, the Job controller replaces it 10 s later at the earliest).
 
-Not simulated: reclaim across queues, events other than the ones the suites read, image pulls.
+KAI's areas beyond the core live in mixins placed before :class:`Kai` (``kai_fairness``: fair share and reclaim
+across sibling queues), each overriding the core's named extension points.
+
+Not simulated: events other than the ones the suites read, image pulls.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
+from tests.fakes.kai_fairness import KaiFairness
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
 from tests.fakes.simulation import Faults, Simulation
@@ -35,7 +39,7 @@ __all__ = ["Faults", "SimulatedControllers"]
 RECONCILE_ROUNDS = 10
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Binder, Kai, Kubelet, Simulation):
+class SimulatedControllers(TrainerAndJobSet, JobController, Binder, KaiFairness, Kai, Kubelet, Simulation):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False

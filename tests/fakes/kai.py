@@ -123,18 +123,23 @@ class Kai(Simulation):
 
     # --------------------------------------------------------------------------------------------- scheduling
     def _free(self) -> dict[str, int]:
-        free = {n.name: n.gpus for n in self.layout.nodes}
-        requested = self._requested()
-        for pod in self._all(kinds.POD):
-            node = pod["spec"].get("nodeName") or requested.get(_key(pod))
-            if node and not is_terminating(pod):
-                free[node] -= gpus_of(pod)
-        return free
+        def free() -> dict[str, int]:
+            left = {n.name: n.gpus for n in self.layout.nodes}
+            requested = self._requested()
+            for pod in self._all(kinds.POD):
+                node = pod["spec"].get("nodeName") or requested.get(_key(pod))
+                if node and not is_terminating(pod):
+                    left[node] -= gpus_of(pod)
+            return left
+
+        return dict(self._derived("free", free))
 
     def _requested(self) -> dict[tuple[str, str], str]:
         """(namespace, pod) → node of every BindRequest the binder has not failed: KAI counts those pods as placed."""
-        return {(r["metadata"]["namespace"], r["spec"]["podName"]): r["spec"]["selectedNode"]
-                for r in self._all(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED}  # fmt: skip
+        placed = self._derived("requested", lambda: {
+            (r["metadata"]["namespace"], r["spec"]["podName"]): r["spec"]["selectedNode"]
+            for r in self._all(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED})  # fmt: skip
+        return dict(placed)
 
     def _request_binding(self, pod: Obj, node: str) -> None:
         """The scheduler's decision: a BindRequest named after the pod and owned by it (KAI §2.4, cache.go)."""
@@ -179,9 +184,15 @@ class Kai(Simulation):
         return changed
 
     def _members(self, pg: Obj) -> list[Obj]:
-        name = pg["metadata"]["name"]
-        return [p for p in self._all(kinds.POD, pg["metadata"]["namespace"])
-                if (p["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION) == name and not is_terminating(p)]  # fmt: skip
+        def by_group() -> dict[tuple[str, str], list[Obj]]:
+            members: dict[tuple[str, str], list[Obj]] = {}
+            for p in self._all(kinds.POD):
+                group = (p["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION)
+                if group and not is_terminating(p):
+                    members.setdefault((p["metadata"]["namespace"], group), []).append(p)
+            return members
+
+        return list(self._derived("members", by_group).get((pg["metadata"]["namespace"], pg["metadata"]["name"]), []))
 
     def _gang_size(self, pg: Obj) -> int:
         spec = pg["spec"]
@@ -205,18 +216,34 @@ class Kai(Simulation):
         if over:
             return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
         whole = not self.faults.partial_gangs
-        placement = self._place(waiting, self._free(), whole=whole) or self._preempt_for(pg, waiting, whole)
+        placement = self._place(waiting, self._free(), whole=whole) or self._evict_for(pg, waiting, whole)
         if not placement:
-            return self._unschedulable(
-                pg,
-                waiting,
-                "PodSchedulingErrors",
-                f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
-            )
+            return self._unschedulable(pg, waiting, *self._unplaced(pg, waiting))
         for pod in waiting:
             if pod["metadata"]["name"] in placement:
                 self._request_binding(pod, placement[pod["metadata"]["name"]])
+        self._allocated(pg)
         return True
+
+    # Extension points of the area mixins (tests/fakes/kai_*.py): each overrides and calls super().
+    def _evict_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
+        """The actions after allocate that evict to make room, in KAI's order (consolidation, reclaim, preempt:
+        KAI §6): mixins put theirs in front of this one, in-queue preemption."""
+        return self._preempt_for(pg, waiting, whole)
+
+    def _may_evict(self, victim: Obj, preemptor: Obj, action: str) -> bool:
+        """May ``victim``'s gang be evicted for ``preemptor`` by ``action`` (preempt, reclaim, consolidation)?"""
+        return True
+
+    def _unplaced(self, pg: Obj, waiting: list[Obj]) -> tuple[str, str]:
+        """The reason and message of a gang that was neither placed nor made room for."""
+        return (
+            "PodSchedulingErrors",
+            f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
+        )
+
+    def _allocated(self, pg: Obj) -> None:
+        """Called once the scheduler has placed ``pg``'s waiting pods."""
 
     def _over_limit(self, queue: Obj | None, request: int) -> str | None:
         """KAI walks from the leaf up through its parents (capacity_policy.resultsOverLimit)."""
@@ -231,6 +258,9 @@ class Kai(Simulation):
         return None
 
     def _queue_pods(self, queue: str) -> list[Obj]:
+        return list(self._derived(f"queue-pods:{queue}", lambda: self._pods_of_queue(queue)))
+
+    def _pods_of_queue(self, queue: str) -> list[Obj]:
         children = {q["metadata"]["name"] for q in self._all(kinds.QUEUE) if q["spec"].get("parentQueue") == queue}
         groups = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == queue]
         requested = self._requested()
@@ -242,7 +272,8 @@ class Kai(Simulation):
         mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
         victims = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
                    and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
-                   and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine]  # fmt: skip
+                   and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine
+                   and self._may_evict(g, pg, "preempt")]  # fmt: skip
         bound = [(g, p) for g in victims for p in self._members(g) if is_bound(p)]
         free = self._free()
         for _, pod in bound:
@@ -250,19 +281,19 @@ class Kai(Simulation):
         placement = self._place(waiting, free, whole)
         if not placement or not bound:
             return None
-        for victim, pod in bound:
-            self._api_delete(pod)  # KAI's evictor deletes the pod (default_evictor.go), no Eviction API
-            event = self.fake.record_event(
-                victim,
-                ex.EVICT_EVENT_REASON,
-                f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {pg['metadata']['namespace']}/{pg['metadata']['name']}",
-            )
-            event["metadata"]["annotations"] = {
-                ex.EVICT_ACTION_ANNOTATION: "preempt",
-                "num-evicted-pods": str(len(bound)),
-            }
-            self.fake.put(event)
+        self._evict(
+            bound, "preempt", lambda p: f"Pod {_ref_of(p)} was preempted by higher priority workload {_ref_of(pg)}"
+        )
         return placement
+
+    def _evict(self, bound: list[tuple[Obj, Obj]], action: str, message) -> None:
+        """KAI's evictor deletes each pod (default_evictor.go, no Eviction API); its PodGroup gets an ``Evict`` event
+        per pod, annotated with the action (default_status_updater.go)."""
+        for victim, pod in bound:
+            self._api_delete(pod)
+            event = self.fake.record_event(victim, ex.EVICT_EVENT_REASON, message(pod))
+            event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: action, "num-evicted-pods": str(len(bound))}
+            self.fake.put(event)
 
     def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
         text = f"{reason}: {message}."
@@ -281,6 +312,10 @@ class Kai(Simulation):
             self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
             changed = True
         return changed
+
+
+def _ref_of(obj: Obj) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
 
 
 def _key(pod: Obj) -> tuple[str, str]:
