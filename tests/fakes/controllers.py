@@ -14,7 +14,8 @@ The kubelet runs right after the scheduler, so a pod is Running as soon as it is
 ``Succeeded`` or ``Failed`` by its exit codes before the Job controller replaces it (on a real cluster the kubelet
 ends a deleted pod within seconds, the Job controller replaces it 10 s later at the earliest).
 
-KAI's areas beyond the core live in mixins placed before :class:`Kai` (``kai_fairness``: fair share and reclaim
+KAI's areas beyond the core live in mixins placed before :class:`Kai`, in the order of KAI's evicting actions
+(``kai_consolidation``: consolidation, min-runtime, preemption delay; ``kai_fairness``: fair share and reclaim
 across sibling queues), each overriding the core's named extension points.
 
 Not simulated: events other than the ones the suites read, image pulls.
@@ -26,6 +27,7 @@ from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
+from tests.fakes.kai_consolidation import KaiConsolidation
 from tests.fakes.kai_fairness import KaiFairness
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
@@ -39,7 +41,9 @@ __all__ = ["Faults", "SimulatedControllers"]
 RECONCILE_ROUNDS = 10
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Binder, KaiFairness, Kai, Kubelet, Simulation):
+class SimulatedControllers(
+    TrainerAndJobSet, JobController, Binder, KaiConsolidation, KaiFairness, Kai, Kubelet, Simulation
+):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False

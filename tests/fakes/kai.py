@@ -34,14 +34,15 @@ class Kai(Simulation):
             trainjob = None if self.faults.podgrouper_without_trainjob_rbac else self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
             existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
-            wanted = self._podgroup_for(name, jobset, trainjob, pod)
             if existing is None:
-                self.fake.put(wanted)
+                self.fake.put(self._podgroup_for(name, jobset, trainjob, pod))
                 changed = True
-            elif self.faults.podgrouper_moves_queue and existing["spec"]["queue"] != wanted["spec"]["queue"]:
-                existing["spec"]["queue"] = wanted["spec"]["queue"]
-                self.fake.put(existing)
-                changed = True
+            elif self.faults.podgrouper_moves_queue:
+                wanted = self._podgroup_for(name, jobset, trainjob, pod)
+                if existing["spec"]["queue"] != wanted["spec"]["queue"]:
+                    existing["spec"]["queue"] = wanted["spec"]["queue"]
+                    self.fake.put(existing)
+                    changed = True
             subgroup = self.row.subgroup_of(job["metadata"]["labels"][REPLICATED_JOB_LABEL], 0)
             annotations, labels = (
                 pod["metadata"].setdefault("annotations", {}),

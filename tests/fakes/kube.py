@@ -64,7 +64,7 @@ class FakeKube(KubeApi):
         self.admission: list[Callable[[str, Obj, bool], None]] = []
         self.reactors: list[Callable[[FakeKube, Call], None]] = []
         self._versions = itertools.count(1)
-        #: Bumped by every write and removal: readers may keep what they derived from the store until it changes.
+        #: Bumped by every API call, write and removal: readers may keep what they derived from the store until then.
         self.generation = 0
 
     # ------------------------------------------------------------------------------------------- test API
@@ -121,6 +121,7 @@ class FakeKube(KubeApi):
                detail: Any = None) -> None:  # fmt: skip
         call = Call(operation, kind.kind if kind else "", namespace, name, detail)
         self.calls.append(call)
+        self.generation += 1  # the call may change stored objects in place
         for reactor in list(self.reactors):
             reactor(self, call)
         what = describe(kind, name, namespace) if kind else operation

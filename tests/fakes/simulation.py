@@ -73,7 +73,8 @@ class Simulation:
 
     # ------------------------------------------------------------------------------------------ store helpers
     def _all(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
-        return self.fake.objects(kind, namespace)
+        """Copies of the stored objects, shared by every reader until the store changes (see :meth:`_derived`)."""
+        return list(self._derived(f"all:{kind.kind}:{namespace}", lambda: self.fake.objects(kind, namespace)))
 
     def _find(self, kind: Kind, name: str, namespace: str | None) -> Obj | None:
         if namespace is not None or not kind.namespaced:  # one object by its key: no listing (controllers ask often)
