@@ -1,4 +1,4 @@
-"""Every case the five suites parametrize, found without running pytest's collection (cheap, deterministic)."""
+"""Every case the suites parametrize, found without running pytest's collection (cheap, deterministic)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-SUITE_MODULES = ("test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper")
+SUITE_MODULES = ("test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_topology")
 
 
 @dataclass(frozen=True)

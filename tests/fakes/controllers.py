@@ -23,6 +23,7 @@ from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
+from tests.fakes.kai_topology import KaiTopology
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
 from tests.fakes.simulation import Faults, Simulation
@@ -35,7 +36,7 @@ __all__ = ["Faults", "SimulatedControllers"]
 RECONCILE_ROUNDS = 10
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Binder, Kai, Kubelet, Simulation):
+class SimulatedControllers(TrainerAndJobSet, JobController, KaiTopology, Binder, Kai, Kubelet, Simulation):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False
