@@ -6,7 +6,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-SUITE_MODULES = ("test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_topology")
+SUITE_MODULES = (
+    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_topology", "test_sharing",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

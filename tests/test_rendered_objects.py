@@ -33,7 +33,7 @@ ODD_LAYOUTS = {
     "uneven": GpuLayout((GpuNode("big", 8), GpuNode("small", 2), GpuNode("cpu", 0))),
     "tiny": GpuLayout((GpuNode("only", 1),)),
 }
-AREAS = {"gang", "queue", "labels", "preemption", "podgrouper", "topology"}
+AREAS = {"gang", "queue", "labels", "preemption", "podgrouper", "topology", "sharing"}
 
 
 def rendered(entry: SuiteCase, combination, layout: GpuLayout) -> list[dict]:

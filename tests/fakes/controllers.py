@@ -6,7 +6,8 @@ changes, so a suite case runs end to end, offline, in milliseconds. The behaviou
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``) over the shared ground of
+module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``; the areas ``kai_topology`` and
+``kai_sharing`` as mixins over ``kai`` and ``binder``) over the shared ground of
 ``simulation``; ``stack`` publishes what the stack looks like from outside (component Deployments, the
 podgrouper's RBAC).
 
@@ -23,6 +24,7 @@ from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
+from tests.fakes.kai_sharing import KaiSharing
 from tests.fakes.kai_topology import KaiTopology
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
@@ -36,7 +38,7 @@ __all__ = ["Faults", "SimulatedControllers"]
 RECONCILE_ROUNDS = 10
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, KaiTopology, Binder, Kai, Kubelet, Simulation):
+class SimulatedControllers(TrainerAndJobSet, JobController, KaiSharing, KaiTopology, Binder, Kai, Kubelet, Simulation):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False
