@@ -22,11 +22,11 @@ only a real device answers; the suite answers for its fake GPUs while a case run
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pytest
 
-from kai_conformance.clusters.gpu_sharing import ReservationAnswers
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kube import KubeApi
@@ -45,7 +45,13 @@ from kai_conformance.suites.support.detectors.gang import (
 from kai_conformance.suites.support.detectors.sharing import fractional_bind_requests, one_device, runtime_class
 from kai_conformance.suites.support.detectors.verdict import all_of
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.gpu_sharing import SharingSupport, read_sharing_support
+from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
+from kai_conformance.suites.support.gpu_sharing import (
+    SharingSupport,
+    answering_reservations,
+    describe_reservations,
+    read_sharing_support,
+)
 from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.snapshot import Obj
 from kai_conformance.suites.support.timing import settle
@@ -60,21 +66,16 @@ CONTROL = [FractionCase(2, "0.6")]
 @pytest.fixture
 def sharing(kube: KubeApi, cluster: ClusterState, record: CaseRecorder) -> Iterator[SharingSupport]:
     """What the cluster says about GPU sharing. On kind, while the case runs, the suite answers the binder's
-    reservation pods for its fake GPUs (clusters/gpu_sharing.py), with a client of its own."""
-    support = read_sharing_support(kube)
-    record.note(support.describe())
-    if support.unavailable() or cluster.provider != "kind":
-        yield support
-        return
+    reservation pods for its fake GPUs (clusters/gpu_sharing.py)."""
     from kai_conformance.fixtures.kube_http import ClusterKube
 
-    client = ClusterKube(cluster.kubeconfig, cluster.context)
-    try:
-        with ReservationAnswers(client) as answers:
-            yield support
+    support = read_sharing_support(kube)
+    record.note(support.describe())
+    client = functools.partial(ClusterKube, cluster.kubeconfig, cluster.context)
+    with answering_reservations(support, cluster.provider, client) as answers:
+        yield support
+    if answers is not None:
         record.note(answers.describe())
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize("case", [param(c) for c in SHARING])
@@ -197,10 +198,14 @@ def bound_fractions(
     """Wait until KAI sees the fractional gang and binds all of it (never partially for longer than a bind takes)."""
     gang = observer.workload(name, pods)
     gang.visible(timeouts("schedule"))
-    _, bound = gang.bound(
-        what=f"[{expect.sharing.name}] all {pods} fractional pods of TrainJob {name} bound",
-        timeout=timeouts("schedule"),
-        guard=gang.narrow(PartialGangWatch(pods, settle(timeouts)).observe),
-    )
+    try:
+        _, bound = gang.bound(
+            what=f"[{expect.sharing.name}] all {pods} fractional pods of TrainJob {name} bound",
+            timeout=timeouts("schedule"),
+            guard=gang.narrow(PartialGangWatch(pods, settle(timeouts)).observe),
+        )
+    except Exception:  # the binder waits on its reservation pods: say where they are
+        record.note(describe_reservations(observer.kube.list(kinds.POD, RESERVATION_NAMESPACE)))
+        raise
     record.verdict(bound)
     return gang

@@ -188,7 +188,7 @@ def require_racks(case: TopologyCase, ctx: RenderContext) -> Domains:
     domains = case.domains(ctx.layout)
     skip_unless(
         len(domains) >= 2,
-        f"needs GPU nodes in at least 2 racks; found {len(domains)} ({domains.describe()}): label every GPU node "
+        f"needs GPU nodes in at least 2 racks; found {len(domains)} ({domains.describe(ctx.layout)}): label every GPU node "
         f"{ZONE_LABEL}=<zone> and {RACK_LABEL}=<rack> (kind topologies do, clusters/topologies/*.yaml)",
     )
     return domains

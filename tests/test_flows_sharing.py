@@ -89,6 +89,8 @@ def test_unanswered_reservation_pods_are_reported_as_the_binder_not_acting(flow)
         test_sharing.test_two_half_gpu_pods_share_one_device(test_sharing.SHARING[0], **args(h))
     (reservation,) = reservation_pods(h)
     assert RESERVED_GPU_ANNOTATION not in (reservation["metadata"].get("annotations") or {})
+    (note,) = [n for n in h.record.record.notes if n.startswith("reservation pods")]
+    assert "(Running): no run.ai/reserve_for_gpu_index yet; the binder waits 40 s for that answer" in note
 
 
 def test_a_fractional_gang_waits_whole_behind_a_blocker_and_binds_whole_after(flow) -> None:

@@ -105,7 +105,13 @@ class Domains:
             used, held = used + 1, held + capacity
         return used if held >= pods else None
 
-    def describe(self) -> str:
+    def describe(self, layout: GpuLayout | None = None) -> str:
         if not self.members:
-            return f"no GPU node carries {self.level.label}"
+            carriers = [n.name for n in (layout.gpu_nodes if layout else ()) if self.level.label in n.labels]
+            if layout is None or not carriers:
+                return f"no GPU node carries {self.level.label}"
+            return (
+                f"only {len(carriers)} of {len(layout.gpu_nodes)} GPU nodes carry {self.level.label} "
+                f"({', '.join(carriers)}), and KAI leaves a node without a level's label out of the topology"
+            )
         return ", ".join(f"{domain} ({', '.join(n.name for n in nodes)})" for domain, nodes in self.members.items())

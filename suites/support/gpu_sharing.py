@@ -15,16 +15,19 @@ Sources, first that answers (facts: suites/support/expectations_sharing.py):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kai_conformance.clusters.gpu_sharing import fraction_runtime_class
+from kai_conformance.clusters.gpu_sharing import ReservationAnswers, fraction_runtime_class
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.suites.support.components import Component, deployments_of
 from kai_conformance.suites.support.expectations_sharing import (
     DEFAULT_FRACTION_RUNTIME_CLASS,
     GPU_SHARING_SETTING,
+    RESERVATION_NAMESPACE,
+    RESERVED_GPU_ANNOTATION,
 )
 from kai_conformance.suites.support.snapshot import Obj, name_of
 
@@ -152,3 +155,42 @@ def read_sharing_support(kube: KubeApi) -> SharingSupport:
         None if classes is None else [name_of(c) for c in classes],
         attempt(kinds.SCHEDULING_SHARD),
     )
+
+
+def describe_reservations(pods: Sequence[Obj]) -> str:
+    """The binder's reservation pods as a failure note: which GPU each was given, or that nobody answered yet."""
+    if not pods:
+        return f"no reservation pod in {RESERVATION_NAMESPACE} (the binder makes one per shared GPU before binding)"
+    described = []
+    for pod in pods:
+        gpu = (pod["metadata"].get("annotations") or {}).get(RESERVED_GPU_ANNOTATION)
+        phase = (pod.get("status") or {}).get("phase", "?")
+        answer = f"GPU {gpu}" if gpu else f"no {RESERVED_GPU_ANNOTATION} yet"
+        described.append(f"{name_of(pod)} on {pod['spec'].get('nodeName') or 'no node'} ({phase}): {answer}")
+    unanswered = sum(1 for p in pods if RESERVED_GPU_ANNOTATION not in (p["metadata"].get("annotations") or {}))
+    hint = (
+        "; the binder waits 40 s for that answer: the reservation pod's own NVML query gives it on real GPUs, the "
+        "suite on kind's fake GPUs (clusters/gpu_sharing.py), fake-gpu-operator's status-updater on its fake GPUs"
+        if unanswered
+        else ""
+    )
+    return f"reservation pods in {RESERVATION_NAMESPACE}: " + "; ".join(described) + hint
+
+
+@contextlib.contextmanager
+def answering_reservations(
+    support: SharingSupport, provider: str, client: Callable[[], KubeApi]
+) -> Iterator[ReservationAnswers | None]:
+    """While the block runs, answer the binder's reservation pods for the suite's own fake GPUs (kind, sharing on),
+    on a client of its own (closed at the end); elsewhere the cluster's device layer answers: yields None."""
+    if support.unavailable() or provider != "kind":
+        yield None
+        return
+    kube = client()
+    try:
+        with ReservationAnswers(kube) as answers:
+            yield answers
+    finally:
+        close = getattr(kube, "close", None)
+        if close:
+            close()
