@@ -10,7 +10,8 @@ per-case name keeps runs and xdist workers apart. KAI's own e2e does the same (`
 
 Sizes: each pod takes a whole node (the GPUs of the largest node), so a rack holds as many pods as it has such
 nodes. ``fills-the-largest-rack`` = as many pods as the largest rack holds; ``more-than-any-rack`` = one more,
-which the cluster still holds when it has another rack. Whole-node pods need empty nodes: every case is ``serial``.
+which the cluster still holds when it has another rack. Whole-node pods need empty nodes: every case is ``serial``,
+and ``disruptive`` when it binds a gang no rack holds.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.cases.contract import SERIAL, Manifest
+from kai_conformance.suites.support.cases.contract import DISRUPTIVE, SERIAL, Manifest
 from kai_conformance.suites.support.domains import Domains, Level, topology_levels
 from kai_conformance.suites.support.expectations import expectations_for
 from kai_conformance.suites.support.expectations_topology import (
@@ -160,4 +161,7 @@ class TopologyCase:
         return 0 if binds_nothing or not self.fits_cluster(layout) else pods * gpus
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SERIAL,)
+        """Serial: whole empty nodes in given racks. A gang no rack holds that is bound takes whole nodes in more
+        than one rack (every GPU of the PR-gate cluster): disruptive too."""
+        binds_over = self.fill is Fill.OVER_ANY_DOMAIN and self.placement is not Placement.REQUIRED
+        return (SERIAL, DISRUPTIVE) if binds_over else (SERIAL,)
