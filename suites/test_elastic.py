@@ -226,6 +226,7 @@ def elastic_visible(
 ) -> Snapshot:
     """Wait until KAI sees the elastic gang, then confirm its PodGroup carries the minimum where the row says."""
     snap = elastic.visible(timeouts("schedule"))
+    record.note(f"elastic row: {expect.elastic.describe()}")
     shape = podgroup_elastic_minimum(snap, expect.elastic, minimum, elastic.size)
     record.verdict(shape)
     elastic.confirm(shape, f"[{expect.elastic.name}] the PodGroup of {elastic.name} does not carry its minimum")

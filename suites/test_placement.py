@@ -100,6 +100,7 @@ def test_control_the_placement_detector_fires_on_placements_judged_against_the_o
     require_layout(case, ctx)
     strategy = str(active.gpu)
     judged = other(strategy)
+    record.note(f"placement strategy: {active.describe()}; judged as {judged}")
     steps = place_one_at_a_time(case, ctx, kube, workspace, observer, timeouts, expect)
     skip_unless(
         any(not (s.best(BINPACK) & s.best(SPREAD)) for s in steps),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.clusters.install import kai
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.options import InstallSources
 from kai_conformance.suites import test_placement
@@ -24,6 +25,10 @@ from tests.fakes.stack import default_shard
 
 BINPACK_CASE, SPREAD_CASE = test_placement.STRATEGY_CASES
 CONTROL = test_placement.CONTROL[0]
+#: Three nodes of two GPUs keep the flows quick: three small TrainJobs, binpack 2 + 1, spread 1 + 1 + 1.
+SMALL = GpuLayout(
+    tuple(GpuNode(name, 2) for name in ("kai-conformance-worker", "kai-conformance-worker2", "kai-conformance-worker3"))
+)
 
 
 def run_case(h, case) -> None:
@@ -41,31 +46,31 @@ def set_strategy(h, strategy: str | None) -> None:
 
 
 def test_binpack_fills_one_node_before_the_next(flow) -> None:
-    h = flow()  # the simulated chart's default shard: binpack
+    h = flow(layout=SMALL)  # the simulated chart's default shard: binpack
     run_case(h, BINPACK_CASE)
     verdicts = {v.detector: v for v in h.record.record.verdicts}
     assert all(v.ok for v in verdicts.values())
     assert verdicts["placement-binpack"].explanation == (
-        "all 5 pods placed on the node with the fewest free GPUs (most allocated) among those with room "
-        "(kai-conformance-worker×4, kai-conformance-worker2×1)"
+        "all 3 pods placed on the node with the fewest free GPUs (most allocated) among those with room "
+        "(kai-conformance-worker×2, kai-conformance-worker2×1)"
     )
     assert "on 2 node(s)" in verdicts["placement-nodes-binpack"].explanation
     assert any("SchedulingShard default spec.placementStrategy.gpu = binpack" in note for note in h.record.record.notes)
 
 
 def test_spread_puts_one_pod_on_each_node_first(flow) -> None:
-    h = flow()
+    h = flow(layout=SMALL)
     set_strategy(h, "spread")
     run_case(h, SPREAD_CASE)
     verdicts = {v.detector: v for v in h.record.record.verdicts}
     assert all(v.ok for v in verdicts.values())
-    assert "(kai-conformance-worker×2, kai-conformance-worker2×2, kai-conformance-worker3×1)" in (
+    assert "(kai-conformance-worker×1, kai-conformance-worker2×1, kai-conformance-worker3×1)" in (
         verdicts["placement-spread"].explanation
     )
 
 
 def test_the_case_of_the_strategy_not_in_force_skips_naming_the_setting_that_turns_it_on(flow) -> None:
-    h = flow()
+    h = flow(layout=SMALL)
     with pytest.raises(pytest.skip.Exception) as skipped:
         run_case(h, SPREAD_CASE)
     assert str(skipped.value) == (
@@ -77,7 +82,7 @@ def test_the_case_of_the_strategy_not_in_force_skips_naming_the_setting_that_tur
 
 
 def test_an_unset_strategy_is_read_as_binpack_and_a_missing_shard_skips_both(flow) -> None:
-    h = flow()
+    h = flow(layout=SMALL)
     set_strategy(h, None)
     assert active_placement(h.fake).describe() == (
         "binpack (SchedulingShard default spec.placementStrategy.gpu unset, which KAI defaults to binpack)"
@@ -90,19 +95,19 @@ def test_an_unset_strategy_is_read_as_binpack_and_a_missing_shard_skips_both(flo
 
 def test_a_scheduler_ignoring_the_shard_fails_the_spread_case_naming_the_misplaced_pod(flow, monkeypatch) -> None:
     monkeypatch.setattr(KaiPlacement, "gpu_strategy", lambda self: "binpack")
-    h = flow()
+    h = flow(layout=SMALL)
     set_strategy(h, "spread")
     with pytest.raises(AssertionError) as failure:
         run_case(h, SPREAD_CASE)
     message = str(failure.value)
     assert message.startswith("[KAI v0.17, spread] the small TrainJobs were not placed as spread says: ")
-    assert "small-1 on kai-conformance-worker (free before: kai-conformance-worker 3/4" in message
+    assert "small-1 on kai-conformance-worker (free before: kai-conformance-worker 1/2" in message
     assert "spread picks kai-conformance-worker2 or kai-conformance-worker3" in message
 
 
 @pytest.mark.parametrize("strategy", ["binpack", "spread"])
 def test_the_placement_control_fires_against_the_other_strategy(flow, strategy: str) -> None:
-    h = flow()
+    h = flow(layout=SMALL)
     set_strategy(h, strategy)
     run_control(h)
     fired = [v for v in h.record.record.verdicts if v.expect_violation]
@@ -113,7 +118,7 @@ def test_the_placement_control_fires_against_the_other_strategy(flow, strategy: 
 
 def test_the_placement_control_fails_when_the_detector_is_blind(flow, monkeypatch) -> None:
     monkeypatch.setattr(test_placement, "placements_follow", lambda s, steps: Verdict(f"placement-{s}", True, "ok"))
-    h = flow()
+    h = flow(layout=SMALL)
     with pytest.raises(AssertionError, match="the placement detector did not fire on placements made under binpack"):
         run_control(h)
 
