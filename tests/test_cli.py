@@ -128,3 +128,13 @@ def test_an_unknown_marker_is_refused_against_the_plugin_s_markers(tmp_path: Pat
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "names an unknown marker: nosuch" in result.stderr
     assert ", ".join(MARKERS) in result.stderr
+
+
+def test_every_folder_of_the_package_is_in_the_distribution() -> None:
+    """A folder missing from pyproject.toml's packages would be missing from the wheel, silently. (Folders of
+    tracked files only: reports/output/ is a run's, ignored by git.)"""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = list(setuptools["package-dir"].values())
+    tracked = subprocess.run(["git", "ls-files", *roots], cwd=REPO, capture_output=True, text=True, check=True)
+    folders = {"kai_conformance." + ".".join(Path(file).parent.parts) for file in tracked.stdout.splitlines()}
+    assert folders == set(setuptools["packages"])
