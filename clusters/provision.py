@@ -42,7 +42,7 @@ RELEASED_FILE = "cluster.released"
 
 
 def _cluster_kube(kubeconfig: str, context: str | None) -> KubeApi:
-    from kai_conformance.fixtures.kube import ClusterKube
+    from kai_conformance.fixtures.kube_http import ClusterKube
 
     return ClusterKube(kubeconfig, context)
 

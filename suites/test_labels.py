@@ -32,21 +32,12 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import (
-    ControllerMarksCase,
-    PriorityCase,
-    PropagationCase,
-    param,
-    require_gpus,
-    skip_unless,
-)
-from kai_conformance.suites.support.control_cases import MisplacedLabelCase
-from kai_conformance.suites.support.detectors import (
-    Arrival,
-    arrivals_as_expected,
-    podgroup_priority_class,
-    pods_annotated,
-)
+from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
+from kai_conformance.suites.support.cases.control import MisplacedLabelCase
+from kai_conformance.suites.support.cases.labels import ControllerMarksCase, PriorityCase, PropagationCase
+from kai_conformance.suites.support.detectors.labels import Arrival, arrivals_as_expected
+from kai_conformance.suites.support.detectors.podgrouper import pods_annotated
+from kai_conformance.suites.support.detectors.queues import podgroup_priority_class
 from kai_conformance.suites.support.expectations import (
     ARRIVALS,
     JOBSET_OWN_LABELS,

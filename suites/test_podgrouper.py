@@ -31,22 +31,21 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import AUX_JOB, LAUNCHER_JOB, PodGroupCase, param, require_gpus
-from kai_conformance.suites.support.control_cases import JobPodGroupCase
-from kai_conformance.suites.support.detectors import (
-    Verdict,
+from kai_conformance.suites.support.cases.contract import param, require_gpus
+from kai_conformance.suites.support.cases.control import JobPodGroupCase
+from kai_conformance.suites.support.cases.podgrouper import AUX_JOB, LAUNCHER_JOB, PodGroupCase
+from kai_conformance.suites.support.detectors.podgrouper import (
     access_granted,
-    all_of,
     collected,
     ownership_chain,
-    podgroup_priority_class,
-    podgroup_queue,
     podgroup_shape,
     pods_annotated,
     pods_grouped,
     single_podgroup_owned_by_jobset,
     top_owner_is_jobset,
 )
+from kai_conformance.suites.support.detectors.queues import podgroup_priority_class, podgroup_queue
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
 from kai_conformance.suites.support.expectations import PODGROUPER_USER, Expectations
 from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, uid_of

@@ -10,6 +10,9 @@ Every case fills the cluster's GPUs with a first gang, then brings a second one.
 * Reclaim, across sibling queues: a queue running over its quota on GPUs another queue is owed is reclaimed when
   that queue asks within its quota (``Evict`` events of action ``reclaim``); a queue within its quota is never
   reclaimed.
+* Every hold above is over a gang KAI must refuse (the victim back to pending, or the newcomer that may not
+  preempt): it ends once KAI has refused that gang three more times (fixtures/waits.py), at most after the
+  wall-clock hold; the victim's and the newcomer's state are judged on every observation until then.
 * Control: one pod of a running gang deleted by hand, its Job index never re-created, leaves the gang partially
   evicted; the detector guarding every eviction above (``gang-never-partial``) fires once it has lasted longer
   than an eviction may take: proof that it sees a partial gang on this cluster.
@@ -28,18 +31,12 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases import PreemptionCase, ReclaimCase, param, require_gpus, skip_unless
-from kai_conformance.suites.support.control_cases import PartialGangCase
-from kai_conformance.suites.support.detectors import (
-    PartialGangWatch,
-    Verdict,
-    all_of,
-    eviction_recorded,
-    fires,
-    gang_fully_bound,
-    gang_undisturbed,
-    nothing_bound,
-)
+from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
+from kai_conformance.suites.support.cases.control import PartialGangCase
+from kai_conformance.suites.support.cases.preemption import PreemptionCase, ReclaimCase
+from kai_conformance.suites.support.detectors.eviction import eviction_recorded, gang_undisturbed
+from kai_conformance.suites.support.detectors.gang import PartialGangWatch, gang_fully_bound, nothing_bound
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.observe import Observer, Workload, visibility
 from kai_conformance.suites.support.shapes import GpuSize
@@ -233,6 +230,8 @@ def assert_evicted_whole(
         what=f"{row} {victim.name} stays pending while {newcomer.name} runs",
         hold=timeouts.hold,
         guard=guard,
+        refusals=timeouts.refusals,
+        refused=victim.name,
     )
     record.verdict(settled)
     whole = watch.observe(victim.snapshot())
@@ -261,5 +260,7 @@ def assert_undisturbed(
         lambda s: all_of(gang_undisturbed(s.of(first.name), original), nothing_bound(s.of(second.name), second.size)),
         what=f"[{expect.kai.name}] {first.name} keeps running and {second.name} waits",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
+        refused=second.name,
     )
     record.verdict(kept)

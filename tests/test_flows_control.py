@@ -10,7 +10,7 @@ import pytest
 
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites import test_labels, test_podgrouper, test_preemption, test_queues
-from kai_conformance.suites.support.detectors import Verdict
+from kai_conformance.suites.support.detectors.verdict import Verdict
 from tests.flows import NAMESPACE
 
 

@@ -45,7 +45,7 @@ from kai_conformance.suites.support.components import (
     Component,
     health,
 )
-from kai_conformance.suites.support.detectors import podgroup_explains
+from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.expectations import (
     BIND_FAILED,
     BIND_SUCCEEDED,
@@ -66,17 +66,17 @@ from kai_conformance.suites.support.provenance import (
     provenance,
 )
 from kai_conformance.suites.support.snapshot import (
+    NAMED,
     Obj,
     Snapshot,
     labels_of,
+    name_list,
     name_of,
     owner_refs,
     pending_reason,
     scheduled_condition,
 )
 
-#: How many objects a finding names before it abbreviates.
-NAMED = 3
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 DECIDED = "KAI's decision"
 T = TypeVar("T")
@@ -177,11 +177,6 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-def _names(objs: Sequence[Obj]) -> str:
-    shown = ", ".join(name_of(o) for o in objs[:NAMED])
-    return shown + (f" and {len(objs) - NAMED} more" if len(objs) > NAMED else "")
-
-
 def _conditions(obj: Obj) -> str:
     found = [
         f"{c.get('type')}={c.get('status')}"
@@ -214,7 +209,7 @@ def _no_podgroup(facts: Facts, snap: Snapshot, workload: str) -> Finding:
         )
     if len(snap.podgroups) > 1:
         return Finding(
-            PODGROUPER, f"{len(snap.podgroups)} PodGroups are owned by JobSet {workload}: {_names(snap.podgroups)}"
+            PODGROUPER, f"{len(snap.podgroups)} PodGroups are owned by JobSet {workload}: {name_list(snap.podgroups)}"
         )
     named = {(p["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION) for p in pods} - {None}
     elsewhere = [g for g in facts.snap.podgroups if name_of(g) in named]
@@ -222,7 +217,7 @@ def _no_podgroup(facts: Facts, snap: Snapshot, workload: str) -> Finding:
     if elsewhere:
         owners = ", ".join(f"{r.get('kind')} {r.get('name')}" for g in elsewhere for r in owner_refs(g)) or "nothing"
         parts.append(
-            f"the pods point at {_names(elsewhere)}, owned by {owners}: the owner walk stopped below the JobSet"
+            f"the pods point at {name_list(elsewhere)}, owned by {owners}: the owner walk stopped below the JobSet"
         )
     elif named:
         parts.append(f"the pods point at {', '.join(sorted(n for n in named if n))}, which does not exist")
@@ -272,7 +267,7 @@ def _scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Find
         nodes = sorted({r["spec"].get("selectedNode", "?") for _, r in stuck})
         return Finding(
             BINDER,
-            f"{len(stuck)} BindRequest(s) for {_names([p for p, _ in stuck])} {_phase(stuck[0][1])}: the scheduler "
+            f"{len(stuck)} BindRequest(s) for {name_list([p for p, _ in stuck])} {_phase(stuck[0][1])}: the scheduler "
             f"chose {', '.join(nodes)} and nobody bound them; {health(BINDER, facts.deployments).text}",
             down=True,
             fix=_look(BINDER, "its Deployment's pods and events", "its RBAC for pods/binding"),
@@ -287,7 +282,7 @@ def _scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Find
         state = health(BINDER, facts.deployments)
         return Finding(
             BINDER,
-            f"binding {_names([p for p, _ in failed])} failed after {status.get('failedAttempts', 0)} attempt(s): "
+            f"binding {name_list([p for p, _ in failed])} failed after {status.get('failedAttempts', 0)} attempt(s): "
             f"{status.get('reason', 'no reason given')}; {state.text}",
             down=state.up is False,
             fix=_look(BINDER, "the pods' BindingError events"),
@@ -299,7 +294,7 @@ def _scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Find
         told = f"; {says.explanation}" if says.ok else ""
         return Finding(
             SCHEDULER,
-            f"it did not place {len(pending)} pod(s): {_names(held or pending)} {reason}{told}",
+            f"it did not place {len(pending)} pod(s): {name_list(held or pending)} {reason}{told}",
             heading=DECIDED,
         )
     not_ready = snap.events_for(pg, NOT_READY_EVENT_REASON)
@@ -310,7 +305,7 @@ def _scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Find
     return Finding(
         SCHEDULER,
         f"it has not acted on PodGroup {name_of(pg)}: no BindRequest, no PodScheduled condition on "
-        f"{_names(pending)}, no scheduling condition or event on the PodGroup; {state.text}",
+        f"{name_list(pending)}, no scheduling condition or event on the PodGroup; {state.text}",
         down=state.up is False,
         fix=_look(SCHEDULER, "is it running for the default shard, and its Deployment's pods and events"),
     )
@@ -348,7 +343,9 @@ def diagnose(facts: Facts, workload: str, size: int) -> Diagnosis:
     if len(live) < size:
         suspended = [j for j in snap.jobs if (j.get("spec") or {}).get("suspend")]
         if suspended:
-            return stop(Finding(None, f"only {len(live)} of {size} pods exist: Jobs {_names(suspended)} are suspended"))
+            return stop(
+                Finding(None, f"only {len(live)} of {size} pods exist: Jobs {name_list(suspended)} are suspended")
+            )
         detail = "".join(_conditions(j) for j in snap.jobs)
         return stop(_absent(JOB_CONTROLLER, facts, f"only {len(live)} of {size} pods exist", detail))
     pg = snap.podgroup

@@ -1,13 +1,13 @@
 """Where a label or annotation is found along TrainJob → JobSet → Job → Pod (and the PodGroup).
 
-An :class:`~suites.support.detectors.Arrival` says whether a key set at a source was found at a level. "Found"
+An :class:`~suites.support.detectors.labels.Arrival` says whether a key set at a source was found at a level. "Found"
 is framed to catch the violation: where the key must arrive, every object of the level must carry it (and the
 level must not be empty); where it must not arrive, any object carrying it counts as found.
 """
 
 from __future__ import annotations
 
-from kai_conformance.suites.support.detectors import Arrival
+from kai_conformance.suites.support.detectors.labels import Arrival
 from kai_conformance.suites.support.expectations import LEVELS
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, annotations_of, labels_of
 

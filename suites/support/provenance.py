@@ -20,7 +20,7 @@ from kai_conformance.suites.support.expectations import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
 )
-from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, name_of
+from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, name_list, name_of
 
 TRAINJOBS = "trainjobs.trainer.kubeflow.org"
 JOBSETS = "jobsets.jobset.x-k8s.io"
@@ -35,8 +35,6 @@ PODGROUPER_NEEDS = {
 }
 #: How the reference is cited in messages.
 WALK = "kai-scheduler.md §4.6"
-#: How many missing labels a provenance names before it abbreviates.
-NAMED = 3
 #: The suite's own labels on everything it creates: named last among a TrainJob's missing labels.
 SUITE_LABEL_PREFIXES = ("kai-conformance/", "app.kubernetes.io/")
 
@@ -184,9 +182,7 @@ class Provenance:
         out = [f"PodGroup {self.podgroup} got:"] + [f"  {r}" for r in self.readings]
         whys = [r.why for r in self.readings if not r.as_asked]
         if self.missing_labels:
-            shown = ", ".join(self.missing_labels[:NAMED])
-            more = f" and {len(self.missing_labels) - NAMED} more" if len(self.missing_labels) > NAMED else ""
-            out.append(f"  none of the TrainJob's labels {shown}{more}")
+            out.append(f"  none of the TrainJob's labels {name_list(self.missing_labels, str)}")
             if self.trainjobs is not None and self.trainjobs.granted is False:
                 whys.append(_walk_stopped(self.trainjobs))
         out += [f"why: {why}" for why in dict.fromkeys(whys)]

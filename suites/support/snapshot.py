@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +21,9 @@ from kai_conformance.suites.support.expectations import (
 
 Obj = dict[str, Any]
 
+#: How many objects a verdict or a diagnosis names before it abbreviates.
+NAMED = 3
+
 
 def parse_time(value: str | None) -> float | None:
     """RFC 3339 (``2026-11-21T12:00:00Z``, fractions allowed) → seconds since the epoch."""
@@ -30,6 +34,12 @@ def parse_time(value: str | None) -> float | None:
 
 def name_of(obj: Obj) -> str:
     return obj["metadata"]["name"]
+
+
+def name_list(items: Sequence[Any], describe: Callable[[Any], str] = name_of) -> str:
+    """``a, b, c and 2 more``: the first :data:`NAMED` of ``items`` as ``describe`` puts them, then how many more."""
+    shown = [describe(item) for item in items[:NAMED]]
+    return ", ".join(shown) + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
 
 
 def uid_of(obj: Obj) -> str:

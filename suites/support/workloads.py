@@ -24,7 +24,7 @@ from kai_conformance.clusters.suite_stack import (
 )
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.expectations import PRIORITY_LABEL, QUEUE_LABEL
+from kai_conformance.suites.support.expectations import PRIORITY_LABEL, QUEUE_LABEL, expectations_for
 
 #: ``spec.runtimePatches[].manager`` must be a domain-prefixed path (upstream-facts §A5).
 PATCH_MANAGER = "kai-conformance.io/suites"
@@ -110,6 +110,22 @@ def train_job(
     if runtime_patches:
         spec["runtimePatches"] = runtime_patches
     return {"apiVersion": kinds.TRAIN_JOB.api_version, "kind": kinds.TRAIN_JOB.kind, "metadata": meta, "spec": spec}
+
+
+def case_train_job(
+    ctx: RenderContext, name: str, pods: int, gpus: int, queue_role: str, **kwargs: Any
+) -> dict[str, Any]:
+    """A TrainJob routed to this case's queue ``queue_role`` that forms one gang under the version's KAI."""
+    gang = expectations_for(ctx.combination).kai.gang_annotations(pods)
+    annotations = {**gang, **kwargs.pop("annotations", {})}
+    return train_job(
+        name,
+        num_nodes=pods,
+        gpus=gpus,
+        queue=queue_name(ctx.namespace, queue_role),
+        annotations=annotations or None,
+        **kwargs,
+    )
 
 
 def runtime_patch(

@@ -1,6 +1,6 @@
 """Control cases: workloads that put a real violation on the cluster under test, one per area, so that a green run
-proves each area's detector can see a violation there (the gang one is :class:`~suites.support.cases.GangCase`
-with ``default_scheduler``).
+proves each area's detector can see a violation there (the gang one is
+:class:`~suites.support.cases.gang.GangCase` with ``default_scheduler``).
 
 The violation comes from the real controllers acting on what the case creates; the test then runs the area's own
 detector on what it observes and passes only when the detector fires. Cases follow the render contract of
@@ -16,13 +16,15 @@ from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME, pod_spec, r
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.ownership import MANAGED_BY, SUITE
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.cases import Manifest, PropagationCase, SideBySide, _job, held_if_fits
+from kai_conformance.suites.support.cases.contract import Manifest, SideBySide, held_if_fits
+from kai_conformance.suites.support.cases.labels import PropagationCase
 from kai_conformance.suites.support.expectations import ARRIVALS, LEVELS, QUEUE_LABEL, ReplicatedJob
 from kai_conformance.suites.support.workloads import (
     NAMESPACED_RUNTIME_KIND,
     UNLIMITED,
     case_queue,
     case_runtime,
+    case_train_job,
     gpu_resources,
     queue_name,
     train_job,
@@ -104,7 +106,7 @@ class PartialGangCase(SideBySide):
         return case_runtime(ctx, "no-retries", replicated_jobs=[node])
 
     def trainjob(self, ctx: RenderContext) -> Manifest:
-        return _job(
+        return case_train_job(
             ctx, self.workload, self.pods, 1, self.workload, runtime="no-retries", runtime_kind=NAMESPACED_RUNTIME_KIND
         )
 

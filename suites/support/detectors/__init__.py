@@ -1,0 +1,6 @@
+"""Named detectors: pure functions over snapshots that return a :class:`~.verdict.Verdict` with an explanation.
+
+One module per area: :mod:`.verdict` (the core: ``Verdict``, ``all_of``, ``fires``), :mod:`.gang`,
+:mod:`.queues`, :mod:`.labels`, :mod:`.eviction` and :mod:`.podgrouper`. Every detector is shown to fire on a
+violating snapshot in ``tests/test_detectors.py``.
+"""
