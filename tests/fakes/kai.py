@@ -290,12 +290,36 @@ class Kai(Simulation):
                 changed = True
         condition = {"type": ex.UNSCHEDULABLE_CONDITION, "nodePool": "default", "reason": ex.UNSCHEDULABLE_REASON,
                      "status": "True", "message": text, "reasons": [{"reason": reason, "message": message}]}  # fmt: skip
-        if pg.get("status", {}).get("schedulingConditions") != [condition]:
-            pg["status"] = {"schedulingConditions": [condition]}
+        # The condition is rewritten only when it changes; transitionID and lastTransitionTime move only then
+        # (default_status_updater.go setPodGroupSchedulingCondition/shouldUpdateCondition).
+        current = pg.get("status", {}).get("schedulingConditions") or []
+        if [_without_transition(c) for c in current] != [condition]:
+            transition = int(current[-1].get("transitionID", 0)) + 1 if current else 1
+            pg["status"] = {"schedulingConditions": [{**condition, "transitionID": str(transition),
+                                                      "lastTransitionTime": self._now()}]}  # fmt: skip
             self.fake.put(pg)
-            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
             changed = True
+        self._refused(pg, text)
         return changed
+
+    def _refused(self, pg: Obj, text: str) -> None:
+        """Every cycle that leaves the PodGroup pending records ``Unschedulable`` on it (closeSession →
+        markPodGroupUnschedulable); client-go's event correlator sends a repeat as ``count`` + 1 on the same Event
+        (suites/support/refusals.py). Not a change the other controllers react to. ``kai_events_throttled``: the
+        spam filter's budget is spent, so repeats are not sent."""
+        uid = uid_of(pg)
+        same = [e for e in self._all(kinds.EVENT, pg["metadata"]["namespace"])
+                if e["involvedObject"]["uid"] == uid and e["reason"] == ex.UNSCHEDULABLE_REASON and e["message"] == text]  # fmt: skip
+        if not same:
+            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
+        elif not self.faults.kai_events_throttled:
+            same[0]["count"] = same[0].get("count", 1) + 1
+            same[0]["lastTimestamp"] = self._now()
+            self.fake.put(same[0])
+
+
+def _without_transition(condition: Obj) -> Obj:
+    return {k: v for k, v in condition.items() if k not in ("transitionID", "lastTransitionTime")}
 
 
 def _key(pod: Obj) -> tuple[str, str]:
