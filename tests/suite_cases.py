@@ -6,7 +6,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-SUITE_MODULES = ("test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper")
+SUITE_MODULES = (
+    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_elastic", "test_placement",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

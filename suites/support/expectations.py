@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai_conformance.clusters.catalog import Combination
 from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
+
+if TYPE_CHECKING:
+    from kai_conformance.suites.support.expectations_elastic import ElasticRow
 
 # ------------------------------------------------------------------------------------------ constant facts
 #: KAI's release namespace and the podgrouper's service account (B6; KAI §4.6).
@@ -260,6 +263,13 @@ class Expectations:
     kai: KaiRow
     trainer: TrainerRow
     jobset: JobSetRow
+
+    @property
+    def elastic(self) -> ElasticRow:
+        """The elastic-gang row of the KAI version (:mod:`suites.support.expectations_elastic`)."""
+        from kai_conformance.suites.support.expectations_elastic import elastic_row
+
+        return elastic_row(self.kai.minor)
 
     def describe(self) -> str:
         """Names the rows, e.g. ``KAI v0.17 (SubGroups PodGroup) · Trainer v2.3 (...) · JobSet v0.12``."""
