@@ -20,7 +20,7 @@ from kai_conformance.reports.categories import Category
 from kai_conformance.reports.records import CaseRecord, LabelObservation, PodTimes
 from kai_conformance.reports.runinfo import RunInfo
 
-#: Areas in report order, with their headings (the markers of pyproject.toml).
+#: Areas in report order, with their headings (the area markers of fixtures/markers.py).
 AREAS: dict[str, str] = {
     "gang": "Gang scheduling (all-or-nothing)",
     "queue": "Queue routing",

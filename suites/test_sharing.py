@@ -149,6 +149,8 @@ def test_a_fractional_gang_waits_whole_and_binds_whole_once_unblocked(
         lambda s: all_of(nothing_bound(s.of("gang"), case.pods), gang_fully_bound(s.of("blocker"), blocker_pods)),
         what=f"{row} fractional gang of {case.pods} held back while one GPU is free",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
+        refused=gang.name,
     )
     record.verdict(held)
 

@@ -118,6 +118,7 @@ def test_required_placement_that_no_rack_holds_binds_no_pod(
         lambda s: nothing_bound(s, gang.size),
         what=f"[{expect.kai.name}] no pod of {case.describe(ctx.layout)} bound (required in one rack)",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
     )
     record.verdict(held)
     unsatisfied = UNSATISFIED_MESSAGE.format(topology=topology_name(ctx.namespace), level=case.level_name(ctx))

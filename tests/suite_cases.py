@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SUITE_MODULES = (
-    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_topology", "test_sharing",
+    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_elastic", "test_placement",
+    "test_topology", "test_sharing",
 )  # fmt: skip
 
 

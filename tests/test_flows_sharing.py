@@ -71,8 +71,8 @@ def test_a_missing_runtime_class_skips_naming_it(flow) -> None:
 
 def test_the_share_case_skips_under_gpu_spread_saying_which_strategy(flow) -> None:
     h = flow()
-    spread = SharingSupport(True, "kai-config", "nvidia", True, "spread")
-    with pytest.raises(Skipped, match=r"GPU placement strategy is spread; only binpack"):
+    spread = SharingSupport(True, "kai-config", "nvidia", True, "spread", "SchedulingShard default = spread")
+    with pytest.raises(Skipped, match=r"GPU placement strategy is spread \(SchedulingShard default = spread\); only "):
         test_sharing.test_two_half_gpu_pods_share_one_device(test_sharing.SHARING[0], **args(h, spread))
 
 

@@ -27,11 +27,13 @@ from kai_conformance.suites.support.gpu_sharing import (
     read_sharing_support,
     sharing_support,
 )
+from kai_conformance.suites.support.placement_setting import ActivePlacement
 from tests.builders import deployment
 from tests.fakes.installation import SimulatedStack, install_context, make_settings
 from tests.fakes.kube import FakeKube
 
 TIMEOUTS = TimeoutPolicy(scale=0.01)
+BINPACK = ActivePlacement("binpack", "SchedulingShard default spec.placementStrategy.gpu unset")
 
 
 def config(**admission) -> dict:
@@ -143,7 +145,7 @@ def test_an_api_error_is_remembered_and_retried(fake: FakeKube) -> None:
 
 # -------------------------------------------------------------------------------------------------- the setting
 def test_sharing_is_read_from_kai_config_and_every_missing_piece_names_its_fix() -> None:
-    on = sharing_support([config(gpuSharing=True)], [], ["nvidia"], [{"spec": {"partitionLabelValue": ""}}])
+    on = sharing_support([config(gpuSharing=True)], [], ["nvidia"], ActivePlacement("binpack", "shard default"))
     assert (on.enabled, on.runtime_class, on.runtime_class_exists, on.gpu_placement) == (
         True,
         "nvidia",
@@ -151,17 +153,17 @@ def test_sharing_is_read_from_kai_config_and_every_missing_piece_names_its_fix()
         "binpack",
     )
     assert on.unavailable() is None and on.unshared_devices() is None
-    off = sharing_support([config()], [], ["nvidia"], [])
+    off = sharing_support([config()], [], ["nvidia"], BINPACK)
     assert off.unavailable() == (
         "GPU sharing is off on this cluster (Config kai-config spec.admission.gpuSharing = false): install KAI with "
         f"--kai-set {GPU_SHARING_SETTING} (on kind, or with --install always)"
     )
-    missing = sharing_support([config(gpuSharing=True)], [], [], None)
+    missing = sharing_support([config(gpuSharing=True)], [], [], ActivePlacement(None, "no SchedulingShard served"))
     assert "RuntimeClass nvidia, which KAI's admission sets on every fractional pod, does not exist" in (
         missing.unavailable() or ""
     )
-    assert "GPU placement strategy is not readable" in (missing.unshared_devices() or "")
-    spread = sharing_support([config(gpuSharing=True)], [], None, [{"spec": {"placementStrategy": {"gpu": "spread"}}}])
+    assert "GPU placement strategy is not readable (no SchedulingShard served)" in (missing.unshared_devices() or "")
+    spread = sharing_support([config(gpuSharing=True)], [], None, ActivePlacement("spread", "shard default = spread"))
     assert spread.unavailable() is None  # RuntimeClasses not readable: the pods will tell
     assert "placement strategy is spread" in (spread.unshared_devices() or "")
     assert "GPU sharing on" in on.describe() and "GPU placement binpack" in on.describe()
@@ -171,12 +173,12 @@ def test_without_kai_config_the_admission_deployments_arguments_decide() -> None
     admission = deployment("admission", "ghcr.io/kai-scheduler/kai-scheduler/admission:v0.17.0", available=True)
     args = admission["spec"]["template"]["spec"]["containers"][0]
     args["args"] = ["--gpu-sharing-enabled=true", "--gpu-fraction-runtime-class-name", "fake-nvidia"]
-    support = sharing_support(None, [admission], ["fake-nvidia"], [])
+    support = sharing_support(None, [admission], ["fake-nvidia"], BINPACK)
     assert (support.enabled, support.runtime_class, support.runtime_class_exists) == (True, "fake-nvidia", True)
     assert "Deployment kai-scheduler/admission args: --gpu-sharing-enabled =true" in support.evidence
     args["args"] = []
-    assert sharing_support([], [admission], [], []).enabled is False
-    unknown = sharing_support(None, [], None, None)
+    assert sharing_support([], [admission], [], BINPACK).enabled is False
+    unknown = sharing_support(None, [], None, BINPACK)
     assert unknown.enabled is None
     assert (unknown.unavailable() or "").startswith("cannot tell whether GPU sharing is on (no kai-config and no ")
 

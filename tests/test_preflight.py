@@ -141,8 +141,10 @@ def test_pytest_suites_without_any_tool_stops_with_one_message(tmp_path: Path) -
     version_fix, scale_fix, marker_fix = (fix for _, fix in problems[-3:])
     assert "--kai-version" in version_fix
     assert "factor above 0" in scale_fix and "versions.yaml" not in scale_fix
-    assert "gang, queue, labels, preemption, podgrouper, " in marker_fix  # then the issue-10 areas
-    assert "control, serial, disruptive, slow" in marker_fix
+    assert (
+        "gang, queue, labels, preemption, podgrouper, elastic, placement, topology, sharing, control, serial, "
+        "disruptive, slow" in marker_fix
+    )
     assert "Nothing was created." in output
     assert sorted(p.relative_to(tmp_path / "r") for p in (tmp_path / "r").rglob("*")) == [
         Path(".state"), Path(".state/cluster.json"),

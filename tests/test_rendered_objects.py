@@ -18,6 +18,7 @@ from kai_conformance.clusters.catalog import Catalog, available_topologies, load
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.suite_stack import stack_manifests
 from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.markers import AREA_MARKERS
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.workspace import prepare
 from tests import crd_schemas
@@ -33,7 +34,7 @@ ODD_LAYOUTS = {
     "uneven": GpuLayout((GpuNode("big", 8), GpuNode("small", 2), GpuNode("cpu", 0))),
     "tiny": GpuLayout((GpuNode("only", 1),)),
 }
-AREAS = {"gang", "queue", "labels", "preemption", "podgrouper", "topology", "sharing"}
+AREAS = set(AREA_MARKERS)
 
 
 def rendered(entry: SuiteCase, combination, layout: GpuLayout) -> list[dict]:

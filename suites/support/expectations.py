@@ -22,6 +22,7 @@ from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
 
 if TYPE_CHECKING:  # area tables that import this module's helpers; their rows are reached through Expectations
+    from kai_conformance.suites.support.expectations_elastic import ElasticRow
     from kai_conformance.suites.support.expectations_sharing import SharingRow
     from kai_conformance.suites.support.expectations_topology import TopologyRow
 
@@ -278,6 +279,13 @@ class Expectations:
         from kai_conformance.suites.support.expectations_sharing import sharing_row
 
         return sharing_row(self.kai.minor)
+
+    @property
+    def elastic(self) -> ElasticRow:
+        """The elastic-gang row of the KAI version (:mod:`suites.support.expectations_elastic`)."""
+        from kai_conformance.suites.support.expectations_elastic import elastic_row
+
+        return elastic_row(self.kai.minor)
 
     def describe(self) -> str:
         """Names the rows, e.g. ``KAI v0.17 (SubGroups PodGroup) · Trainer v2.3 (...) · JobSet v0.12``."""

@@ -8,9 +8,10 @@ Sources, first that answers (facts: suites/support/expectations_sharing.py):
 * Else (KAI without its operator, or the Config not readable) the admission Deployment's arguments, as the operator
   writes them: ``--gpu-sharing-enabled=true``, ``--gpu-fraction-runtime-class-name <name>``.
 * The RuntimeClass named there, by name (``node.k8s.io/v1``).
-* The default SchedulingShard's ``spec.placementStrategy.gpu`` (absent = ``binpack``, ``schedulingshard_types.go``
-  :33, :164–165): only GPU bin-packing enables ``gpusharingorder``/``gpupack`` (:257–260), which put two halves on
-  one device.
+* The default SchedulingShard's ``spec.placementStrategy.gpu``, as the placement suite reads it
+  (:func:`~suites.support.placement_setting.active_placement`): only GPU bin-packing enables
+  ``gpusharingorder``/``gpupack`` (``schedulingshard_types.go`` v0.17.0:257–260), which put two halves on one
+  device.
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ from kai_conformance.clusters.gpu_sharing import ReservationAnswers, fraction_ru
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.suites.support.components import Component, deployments_of
+from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
 from kai_conformance.suites.support.expectations_sharing import (
     DEFAULT_FRACTION_RUNTIME_CLASS,
     GPU_SHARING_SETTING,
     RESERVATION_NAMESPACE,
     RESERVED_GPU_ANNOTATION,
 )
+from kai_conformance.suites.support.placement_setting import ActivePlacement, active_placement
 from kai_conformance.suites.support.snapshot import Obj, name_of
 
 ADMISSION = Component("KAI admission", ("admission",), "admits pods (GPU sharing, RuntimeClass)")
-BINPACK = "binpack"
+BINPACK = DEFAULT_STRATEGY  # "binpack"
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,9 @@ class SharingSupport:
     runtime_class: str = DEFAULT_FRACTION_RUNTIME_CLASS
     #: Whether that RuntimeClass exists (None: not readable).
     runtime_class_exists: bool | None = True
-    #: KAI's GPU placement strategy for the default shard (None: not readable).
+    #: KAI's GPU placement strategy for the default shard (None: not readable) and where it was read.
     gpu_placement: str | None = BINPACK
+    placement_source: str = ""
 
     def unavailable(self) -> str | None:
         """Why fractional pods cannot run here, naming the fix; None when they can."""
@@ -68,10 +72,12 @@ class SharingSupport:
         """Why two fractional pods need not share a device here (the GPU placement strategy), or None."""
         if self.gpu_placement == BINPACK:
             return None
-        found = self.gpu_placement or "not readable"
+        found = (self.gpu_placement or "not readable") + (
+            f" ({self.placement_source})" if self.placement_source else ""
+        )
         return (
-            f"KAI's GPU placement strategy is {found}; only binpack (KAI's default) puts fractions on a shared device "
-            "first (gpusharingorder, gpupack): --kai-set scheduler.placementStrategy=binpack"
+            f"KAI's GPU placement strategy is {found}; only binpack (KAI's default) puts "
+            "fractions on a shared device first (gpusharingorder, gpupack): --kai-set scheduler.placementStrategy=binpack"
         )
 
     def describe(self) -> str:
@@ -111,22 +117,13 @@ def from_admission(deployments: Iterable[Obj]) -> tuple[bool | None, str, str]:
     return enabled, text, DEFAULT_FRACTION_RUNTIME_CLASS if runtime is None else runtime
 
 
-def gpu_placement(shards: Iterable[Obj]) -> str | None:
-    """The GPU placement strategy of the shard without a partition (the chart's ``default``)."""
-    for shard in shards:
-        spec = shard.get("spec") or {}
-        if not spec.get("partitionLabelValue"):
-            return (spec.get("placementStrategy") or {}).get("gpu") or BINPACK
-    return None
-
-
 def sharing_support(
     configs: Sequence[Obj] | None,
     deployments: Iterable[Obj],
     runtime_classes: Iterable[str] | None,
-    shards: Iterable[Obj] | None,
+    placement: ActivePlacement,
 ) -> SharingSupport:
-    """What the objects say (``None`` for a list that could not be read)."""
+    """What the objects say (``None`` for a list that could not be read) and the placement strategy in force."""
     if configs:
         admission = (configs[0].get("spec") or {}).get("admission") or {}
         enabled: bool | None = bool(admission.get("gpuSharing"))
@@ -135,8 +132,7 @@ def sharing_support(
     else:
         enabled, evidence, runtime = from_admission(deployments)
     exists = None if runtime_classes is None else runtime in set(runtime_classes)
-    placement = None if shards is None else gpu_placement(shards)
-    return SharingSupport(enabled, evidence, runtime, exists, placement)
+    return SharingSupport(enabled, evidence, runtime, exists, placement.gpu, placement.source)
 
 
 def read_sharing_support(kube: KubeApi) -> SharingSupport:
@@ -153,7 +149,7 @@ def read_sharing_support(kube: KubeApi) -> SharingSupport:
         attempt(kinds.KAI_CONFIG),
         attempt(kinds.DEPLOYMENT) or [],
         None if classes is None else [name_of(c) for c in classes],
-        attempt(kinds.SCHEDULING_SHARD),
+        active_placement(kube),
     )
 
 

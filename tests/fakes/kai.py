@@ -170,7 +170,7 @@ class Kai(Simulation):
         """Pod name → node, first fit; None when ``whole`` and not every pod fits."""
         left, placed = dict(free), {}
         for pod in pods:
-            node = next((n for n, gpus in sorted(left.items()) if gpus >= gpus_of(pod)), None)
+            node = next((n for n in self._node_order(left) if left[n] >= gpus_of(pod)), None)
             if node is None:
                 if whole:
                     return None
@@ -178,6 +178,11 @@ class Kai(Simulation):
             left[node] -= gpus_of(pod)
             placed[pod["metadata"]["name"]] = node
         return placed
+
+    def _node_order(self, free: dict[str, int]) -> list[str]:
+        """Extension point: the order in which nodes are tried for a pod (here by name; kai_placement.py ranks them
+        by the placement strategy)."""
+        return sorted(free)
 
     def _bind(self, pod: Obj, node: str) -> None:
         """What a binder does: the node and ``PodScheduled=True``; the kubelet (tests/fakes/kubelet.py) runs it."""
@@ -214,23 +219,29 @@ class Kai(Simulation):
         waiting = [p for p in members if not is_bound(p) and _key(p) not in requested]
         if not waiting or len(members) < self._gang_size(pg):
             return False
+        asked = self._to_allocate(pg, members, waiting)
         queue = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
         if queue is None:
             queue_name = pg["spec"]["queue"]
             return self._unschedulable(
                 pg, waiting, ex.QUEUE_MISSING_REASON, ex.QUEUE_MISSING_MESSAGE.format(queue=queue_name)
             )
-        over = self._over_limit(queue, sum(gpus_of(p) for p in waiting))
+        over = self._over_limit(queue, sum(gpus_of(p) for p in asked))
         if over:
             return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
         whole = not self.faults.partial_gangs
-        placement = self._place_group(pg, waiting, self._free(), whole) or self._preempt_for(pg, waiting, whole)
+        placement = self._place_group(pg, asked, self._free(), whole) or self._preempt_for(pg, asked, whole)
         if not placement:
             return self._unschedulable(pg, waiting, *self._unplaceable(pg, waiting))
-        for pod in waiting:
+        for pod in asked:
             if pod["metadata"]["name"] in placement:
                 self._request_binding(pod, placement[pod["metadata"]["name"]])
         return True
+
+    def _to_allocate(self, pg: Obj, members: list[Obj], waiting: list[Obj]) -> list[Obj]:
+        """Extension point: the pods one scheduling attempt asks for (here every waiting pod, the whole gang;
+        kai_elastic.py asks for the minimum first, then one pod at a time)."""
+        return waiting
 
     def _over_limit(self, queue: Obj | None, request: int) -> str | None:
         """KAI walks from the leaf up through its parents (capacity_policy.resultsOverLimit)."""
@@ -253,11 +264,7 @@ class Kai(Simulation):
 
     def _preempt_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         """In-queue preemption: preemptible gangs of strictly lower priority are evicted whole (KAI §6)."""
-        mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
-        victims = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
-                   and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
-                   and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine]  # fmt: skip
-        bound = [(g, p) for g in victims for p in self._members(g) if is_bound(p)]
+        bound = [(g, p) for g in self._preemption_victims(pg) for p in self._members(g) if is_bound(p)]
         free = self._free()
         for _, pod in bound:
             free[pod["spec"]["nodeName"]] += gpus_of(pod)
@@ -265,18 +272,26 @@ class Kai(Simulation):
         if not placement or not bound:
             return None
         for victim, pod in bound:
-            self._api_delete(pod)  # KAI's evictor deletes the pod (default_evictor.go), no Eviction API
-            event = self.fake.record_event(
-                victim,
-                ex.EVICT_EVENT_REASON,
-                f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {pg['metadata']['namespace']}/{pg['metadata']['name']}",
-            )
-            event["metadata"]["annotations"] = {
-                ex.EVICT_ACTION_ANNOTATION: "preempt",
-                "num-evicted-pods": str(len(bound)),
-            }
-            self.fake.put(event)
+            self._evict(victim, pod, pg, len(bound))
         return placement
+
+    def _preemption_victims(self, pg: Obj) -> list[Obj]:
+        """PodGroups ``pg`` may preempt: preemptible, of strictly lower priority, in its queue (KAI §6 preempt)."""
+        mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
+        return [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
+                and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
+                and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine]  # fmt: skip
+
+    def _evict(self, victim: Obj, pod: Obj, preemptor: Obj, evicted: int) -> None:
+        """Preempt one pod of ``victim`` for ``preemptor``, with the ``Evict`` event KAI writes on the victim."""
+        self._api_delete(pod)  # KAI's evictor deletes the pod (default_evictor.go), no Eviction API
+        event = self.fake.record_event(
+            victim,
+            ex.EVICT_EVENT_REASON,
+            f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {preemptor['metadata']['namespace']}/{preemptor['metadata']['name']}",
+        )
+        event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: "preempt", "num-evicted-pods": str(evicted)}
+        self.fake.put(event)
 
     def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
         text = f"{reason}: {message}."
@@ -289,12 +304,36 @@ class Kai(Simulation):
                 changed = True
         condition = {"type": ex.UNSCHEDULABLE_CONDITION, "nodePool": "default", "reason": ex.UNSCHEDULABLE_REASON,
                      "status": "True", "message": text, "reasons": [{"reason": reason, "message": message}]}  # fmt: skip
-        if pg.get("status", {}).get("schedulingConditions") != [condition]:
-            pg["status"] = {"schedulingConditions": [condition]}
+        # The condition is rewritten only when it changes; transitionID and lastTransitionTime move only then
+        # (default_status_updater.go setPodGroupSchedulingCondition/shouldUpdateCondition).
+        current = pg.get("status", {}).get("schedulingConditions") or []
+        if [_without_transition(c) for c in current] != [condition]:
+            transition = int(current[-1].get("transitionID", 0)) + 1 if current else 1
+            pg["status"] = {"schedulingConditions": [{**condition, "transitionID": str(transition),
+                                                      "lastTransitionTime": self._now()}]}  # fmt: skip
             self.fake.put(pg)
-            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
             changed = True
+        self._refused(pg, text)
         return changed
+
+    def _refused(self, pg: Obj, text: str) -> None:
+        """Every cycle that leaves the PodGroup pending records ``Unschedulable`` on it (closeSession →
+        markPodGroupUnschedulable); client-go's event correlator sends a repeat as ``count`` + 1 on the same Event
+        (suites/support/refusals.py). Not a change the other controllers react to. ``kai_events_throttled``: the
+        spam filter's budget is spent, so repeats are not sent."""
+        uid = uid_of(pg)
+        same = [e for e in self._all(kinds.EVENT, pg["metadata"]["namespace"])
+                if e["involvedObject"]["uid"] == uid and e["reason"] == ex.UNSCHEDULABLE_REASON and e["message"] == text]  # fmt: skip
+        if not same:
+            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
+        elif not self.faults.kai_events_throttled:
+            same[0]["count"] = same[0].get("count", 1) + 1
+            same[0]["lastTimestamp"] = self._now()
+            self.fake.put(same[0])
+
+
+def _without_transition(condition: Obj) -> Obj:
+    return {k: v for k, v in condition.items() if k not in ("transitionID", "lastTransitionTime")}
 
 
 def _key(pod: Obj) -> tuple[str, str]:
