@@ -7,13 +7,17 @@ from __future__ import annotations
 import pytest
 from _pytest.outcomes import Skipped
 
+from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.waits import ConditionViolated
 from kai_conformance.suites import test_sharing
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE, RESERVED_GPU_ANNOTATION
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
+from tests import crd_schemas
 from tests.fakes.kai_sharing import SharingFaults
+
+CATALOG = Catalog.load()
 
 ON = SharingSupport(True, "Config kai-config spec.admission.gpuSharing = true", "nvidia", True, "binpack")
 
@@ -131,3 +135,17 @@ def test_the_control_fails_when_the_detector_is_blind(flow, monkeypatch) -> None
         test_sharing.test_control_the_one_device_detector_fires_on_fractions_too_big_to_share(
             test_sharing.CONTROL[0], **args(h)
         )
+
+
+@pytest.mark.parametrize("combination", CATALOG.combinations, ids=lambda c: c.name)
+def test_the_bindrequests_the_detectors_read_follow_the_upstream_schema(flow, combination, schema_root) -> None:
+    """receivedResourceType, receivedGPU {count, portion} and selectedGPUGroups as the BindRequest CRD of every
+    supported KAI version defines them (the simulated scheduler writes what KAI's cache.go writes)."""
+    h = flow()
+    test_sharing.test_two_half_gpu_pods_share_one_device(test_sharing.SHARING[0], **args(h))
+    schemas = crd_schemas.schemas_for(combination, schema_root)
+    requests = h.fake.objects(kinds.BIND_REQUEST)
+    assert requests and all(schemas.covers(r) for r in requests)
+    assert [p for r in requests for p in schemas.problems(r)] == []
+    wrong = {**requests[0], "spec": {**requests[0]["spec"], "receivedGPU": {"count": "1", "portion": 0.5}}}
+    assert len(schemas.problems(wrong)) == 2  # the schema can fail: count is an integer, portion a string
