@@ -21,8 +21,10 @@ from kai_conformance.clusters.catalog import Combination
 from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # area tables that import this module's helpers; their rows are reached through Expectations
     from kai_conformance.suites.support.expectations_elastic import ElasticRow
+    from kai_conformance.suites.support.expectations_sharing import SharingRow
+    from kai_conformance.suites.support.expectations_topology import TopologyRow
 
 # ------------------------------------------------------------------------------------------ constant facts
 #: KAI's release namespace and the podgrouper's service account (B6; KAI §4.6).
@@ -263,6 +265,20 @@ class Expectations:
     kai: KaiRow
     trainer: TrainerRow
     jobset: JobSetRow
+
+    @property
+    def topology(self) -> TopologyRow:
+        """The topology-aware placement row of the KAI version (suites/support/expectations_topology.py)."""
+        from kai_conformance.suites.support.expectations_topology import topology_row
+
+        return topology_row(self.kai.minor)
+
+    @property
+    def sharing(self) -> SharingRow:
+        """The GPU-sharing row of the KAI version (suites/support/expectations_sharing.py)."""
+        from kai_conformance.suites.support.expectations_sharing import sharing_row
+
+        return sharing_row(self.kai.minor)
 
     @property
     def elastic(self) -> ElasticRow:

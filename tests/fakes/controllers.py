@@ -7,7 +7,8 @@ suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events; elastic gangs and the
 placement strategy in ``kai_elastic`` and ``kai_placement``). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``) over the shared ground of
+module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``; the areas ``kai_topology`` and
+``kai_sharing`` as mixins over ``kai`` and ``binder``) over the shared ground of
 ``simulation``; ``stack`` publishes what the stack looks like from outside (component Deployments, the
 podgrouper's RBAC).
 
@@ -26,6 +27,8 @@ from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
 from tests.fakes.kai_elastic import KaiElastic
 from tests.fakes.kai_placement import KaiPlacement
+from tests.fakes.kai_sharing import KaiSharing
+from tests.fakes.kai_topology import KaiTopology
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
 from tests.fakes.simulation import Faults, Simulation
@@ -38,7 +41,9 @@ __all__ = ["Faults", "SimulatedControllers"]
 RECONCILE_ROUNDS = 10
 
 
-class SimulatedControllers(TrainerAndJobSet, JobController, Binder, KaiElastic, KaiPlacement, Kai, Kubelet, Simulation):
+class SimulatedControllers(
+    TrainerAndJobSet, JobController, KaiSharing, KaiTopology, Binder, KaiElastic, KaiPlacement, Kai, Kubelet, Simulation
+):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._busy = False

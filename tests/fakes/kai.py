@@ -81,7 +81,7 @@ class Kai(Simulation):
             shape: Obj = {"minSubGroup": len(rjobs), "subGroups": subgroups}
         else:
             shape = {"minMember": self.row.podgroup_spec(rjobs)["minMember"]}
-        return {
+        return self._decorate_podgroup({
             "apiVersion": kinds.POD_GROUP.api_version,
             "kind": "PodGroup",
             "metadata": {"name": name, "namespace": jobset["metadata"]["namespace"], "labels": top_labels,
@@ -89,7 +89,11 @@ class Kai(Simulation):
                          "ownerReferences": [self._ref(jobset, controller=False)]},
             "spec": {"queue": queue, "priorityClassName": priority or ex.DEFAULT_PRIORITY_CLASS, **shape},
             "status": {},
-        }  # fmt: skip
+        }, jobset, top_annotations)  # fmt: skip
+
+    def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:
+        """Extension point for area mixins (tests/fakes/kai_*.py): more of what the podgrouper writes."""
+        return pg
 
     def _group_by_job(self, job: Obj, pod: Obj) -> bool:
         """K8sJobGrouper for a Job without owner (hub.go: batch/v1 Job): one flat PodGroup ``pg-<job>-<job uid>``
@@ -143,9 +147,24 @@ class Kai(Simulation):
             "apiVersion": kinds.BIND_REQUEST.api_version, "kind": kinds.BIND_REQUEST.kind,
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": {"selected-node": node},
                          "ownerReferences": [self._ref(pod, controller=False)]},
-            "spec": {"podName": meta["name"], "selectedNode": node, "receivedResourceType": "Regular",
-                     "receivedGPU": {"count": gpus_of(pod), "portion": "1.00"}},
+            "spec": self._bind_request_spec(pod, node),
         })  # fmt: skip
+
+    def _bind_request_spec(self, pod: Obj, node: str) -> Obj:
+        """Extension point: what the scheduler tells the binder about a pod (a whole-GPU pod here)."""
+        return {"podName": pod["metadata"]["name"], "selectedNode": node, "receivedResourceType": "Regular",
+                "receivedGPU": {"count": gpus_of(pod), "portion": "1.00"}}  # fmt: skip
+
+    def _place_group(self, pg: Obj, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
+        """Extension point: where the pods of ``pg`` go (first fit here; area mixins add topology or devices)."""
+        return self._place(pods, free, whole)
+
+    def _unplaceable(self, pg: Obj, waiting: list[Obj]) -> tuple[str, str]:
+        """Extension point: KAI's reason and message for a PodGroup it found no place for."""
+        return (
+            "PodSchedulingErrors",
+            f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
+        )
 
     def _place(self, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
         """Pod name → node, first fit; None when ``whole`` and not every pod fits."""
@@ -211,14 +230,9 @@ class Kai(Simulation):
         if over:
             return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
         whole = not self.faults.partial_gangs
-        placement = self._place(asked, self._free(), whole=whole) or self._preempt_for(pg, asked, whole)
+        placement = self._place_group(pg, asked, self._free(), whole) or self._preempt_for(pg, asked, whole)
         if not placement:
-            return self._unschedulable(
-                pg,
-                waiting,
-                "PodSchedulingErrors",
-                f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
-            )
+            return self._unschedulable(pg, waiting, *self._unplaceable(pg, waiting))
         for pod in asked:
             if pod["metadata"]["name"] in placement:
                 self._request_binding(pod, placement[pod["metadata"]["name"]])
