@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from kai_conformance.clusters import commands, existing, gpus, kind
+from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.common import LABELS
@@ -141,6 +141,8 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         )
     done = in_parallel(steps)
     suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
+    if settings.install and (state.provider == "kind" or gpu_sharing.has_fake_gpu_nodes(kube)):
+        suite_objects += gpu_sharing.ensure_fraction_runtime_class(kube, run.run_id)  # fake GPUs have no `nvidia`
     behaviour = prove_scheduling(kube, run.run_id, settings.workload_image, settings.timeouts)
     stack = {
         "combination": settings.combination.name,

@@ -20,13 +20,17 @@ from kai_conformance.reports.categories import Category
 from kai_conformance.reports.records import CaseRecord, LabelObservation, PodTimes
 from kai_conformance.reports.runinfo import RunInfo
 
-#: Areas in report order, with their headings (the markers of pyproject.toml).
+#: Areas in report order, with their headings (the area markers of fixtures/markers.py).
 AREAS: dict[str, str] = {
     "gang": "Gang scheduling (all-or-nothing)",
     "queue": "Queue routing",
     "labels": "Label propagation",
     "preemption": "Preemption and reclaim",
     "podgrouper": "Pod grouping and ownership",
+    "elastic": "Elastic TrainJobs",
+    "placement": "Placement strategy",
+    "topology": "Topology-aware placement",
+    "sharing": "GPU sharing",
     "fairness": "Fair share between queues",
     "consolidation": "Consolidation and eviction protection",
     "control": "Detector controls",

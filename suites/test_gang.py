@@ -7,7 +7,8 @@ KAI's podgrouper turns a TrainJob's JobSet into one PodGroup whose gang size is 
   (the bind-time spread is reported), and its pods run.
 * A gang larger than the cluster, or whose pods are each larger than any node, binds no pod for the whole
   "never happens" hold; its pending pods say PodScheduled=False/Unschedulable and its PodGroup says why
-  (``status.schedulingConditions`` or an ``Unschedulable`` event).
+  (``status.schedulingConditions`` or an ``Unschedulable`` event). Holds over a gang KAI must refuse end once KAI
+  has refused it three more times (fixtures/waits.py), at most after the wall-clock hold.
 * A gang that would fit but for a running blocker binds no pod while blocked, and all of its pods together once the
   blocker is deleted.
 * Control: the same over-subscribed gang under the default scheduler is placed partially, and the gang detector
@@ -120,6 +121,7 @@ def test_a_gang_that_cannot_fit_binds_no_pod(
         lambda s: nothing_bound(s, pods),
         what=f"[{expect.kai.name}] no pod of {case.shape.describe(ctx.layout)} bound",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
     )
     record.verdict(held)
     _, explained = gang.until(
@@ -164,6 +166,8 @@ def test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(
         lambda s: all_of(nothing_bound(s.of("gang"), gang_pods), gang_fully_bound(s.of("blocker"), blocker_pods)),
         what=f"[{expect.kai.name}] gang of {gang_pods} held back while the blocker runs",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
+        refused=gang.name,
     )
     record.verdict(held)
 

@@ -10,6 +10,9 @@ Every case fills the cluster's GPUs with a first gang, then brings a second one.
 * Reclaim, across sibling queues: a queue running over its quota on GPUs another queue is owed is reclaimed when
   that queue asks within its quota (``Evict`` events of action ``reclaim``); a queue within its quota is never
   reclaimed.
+* Every hold above is over a gang KAI must refuse (the victim back to pending, or the newcomer that may not
+  preempt): it ends once KAI has refused that gang three more times (fixtures/waits.py), at most after the
+  wall-clock hold; the victim's and the newcomer's state are judged on every observation until then.
 * Control: one pod of a running gang deleted by hand, its Job index never re-created, leaves the gang partially
   evicted; the detector guarding every eviction above (``gang-never-partial``) fires once it has lasted longer
   than an eviction may take: proof that it sees a partial gang on this cluster.
@@ -227,6 +230,8 @@ def assert_evicted_whole(
         what=f"{row} {victim.name} stays pending while {newcomer.name} runs",
         hold=timeouts.hold,
         guard=guard,
+        refusals=timeouts.refusals,
+        refused=victim.name,
     )
     record.verdict(settled)
     whole = watch.observe(victim.snapshot())
@@ -255,5 +260,7 @@ def assert_undisturbed(
         lambda s: all_of(gang_undisturbed(s.of(first.name), original), nothing_bound(s.of(second.name), second.size)),
         what=f"[{expect.kai.name}] {first.name} keeps running and {second.name} waits",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
+        refused=second.name,
     )
     record.verdict(kept)

@@ -12,7 +12,8 @@ Trainer copies no TrainJob label to the JobSet, Jobs or pods; KAI's podgrouper r
 * Hierarchical queues (a parent and its child, GPU quota and limit on one of them): a job within the limit runs;
   one GPU over it binds nothing and KAI reports ``OverLimit`` naming the limited queue.
 * The queue does not move after creation: relabelling the TrainJob and regrouping its new pods (suspend, resume)
-  keeps the PodGroup's ``spec.queue``.
+  keeps the PodGroup's ``spec.queue`` (for the whole wall-clock hold: KAI refuses nothing here, so no evidence
+  of its own can end the hold early; the missing-queue and over-limit holds end once KAI refused three more times).
 * Control: a TrainJob routed to one of the case's queues, judged by the routing detector as if meant for the other,
   makes the detector fire naming the queue the PodGroup got (and the same detector holds for that queue): proof
   that it reads ``spec.queue`` on this cluster.
@@ -128,6 +129,7 @@ def test_a_missing_queue_schedules_nothing_and_says_why(
         lambda s: all_of(podgroup_queue(s, missing), nothing_bound(s, 1)),
         what=f"[{expect.kai.name}] nothing bound from missing queue {missing}",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
     )
     record.verdict(held)
     _, explained = job.until(
@@ -168,6 +170,7 @@ def test_a_hierarchical_queue_limit_admits_up_to_the_limit(
         lambda s: nothing_bound(s, case.pods),
         what=f"[{expect.kai.name}] nothing bound over the {case.limited}'s limit of {case.limit} GPUs",
         hold=timeouts.hold,
+        refusals=timeouts.refusals,
     )
     record.verdict(held)
     _, explained = job.until(

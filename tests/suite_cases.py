@@ -1,4 +1,4 @@
-"""Every case the five suites parametrize, found without running pytest's collection (cheap, deterministic)."""
+"""Every case the suites parametrize, found without running pytest's collection (cheap, deterministic)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SUITE_MODULES = (
-    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_fairness",
-    "test_consolidation",
+    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_elastic", "test_placement",
+    "test_topology", "test_sharing", "test_fairness", "test_consolidation",
 )  # fmt: skip
 
 

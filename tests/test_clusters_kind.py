@@ -16,7 +16,9 @@ from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 
 IMAGE = "kindest/node:v1.35.5@sha256:ce977ae6d65918d0b58a5f8b5e940429c2ce42fa3a5619ec2bbc60b949c0ac95"
-GPU_LABELS = {"nvidia.com/gpu.product": "KAI-Conformance-Fake-GPU", "nvidia.com/gpu.memory": "11441"}
+GPU_LABELS = {"nvidia.com/gpu.product": "KAI-Conformance-Fake-GPU", "nvidia.com/gpu.memory": "11441",
+              "run.ai/fake.gpu": "true", "kai-conformance/zone": "zone-a"}  # fmt: skip
+RACKS = ("rack-1", "rack-1", "rack-2")  # pr-gate: two workers in rack-1, one in rack-2
 
 
 @pytest.fixture
@@ -43,7 +45,7 @@ def test_kind_config_has_pinned_image_topology_labels_and_worker_indexes() -> No
         return {
             "role": "worker",
             "image": IMAGE,
-            "labels": {**GPU_LABELS, "kai-conformance/worker-index": str(i)},
+            "labels": {**GPU_LABELS, "kai-conformance/rack": RACKS[i], "kai-conformance/worker-index": str(i)},
         }
 
     assert config == {
@@ -64,6 +66,7 @@ def test_rendered_config_text_is_exact() -> None:
         "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n"
         f"  image: {IMAGE}\n- role: worker\n  image: {IMAGE}\n  labels:\n"
         "    nvidia.com/gpu.product: KAI-Conformance-Fake-GPU\n    nvidia.com/gpu.memory: '11441'\n"
+        "    run.ai/fake.gpu: 'true'\n    kai-conformance/zone: zone-a\n    kai-conformance/rack: rack-1\n"
         "    kai-conformance/worker-index: '0'\n"
     )
     assert yaml.safe_load(text) == kind.kind_config(load_topology("pr-gate"), IMAGE)

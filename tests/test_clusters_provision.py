@@ -74,7 +74,10 @@ def test_the_first_process_provisions_and_workers_read_the_state(world: World) -
     assert state.stack["mode"] == "installed"
     assert state.stack["topology"] == "pr-gate"
     assert list(state.stack["components"]) == ["kai", "jobset", "trainer"]
-    assert state.stack["suite_objects"][-1] == "Queue kai-conformance"
+    assert state.stack["suite_objects"][-2:] == [
+        "Queue kai-conformance",
+        "RuntimeClass nvidia (handler runc, for KAI's fractional GPU pods on fake GPUs)",  # kind has no `nvidia`
+    ]
     assert {c["version_source"] for c in state.stack["components"].values()} == {"installed"}
     assert state.stack["behaviour"]["evicted_pod"] == "counted as failed by the Job controller"  # proven on kind too
     assert acquire(make_settings(world.tmp), world.run("gw0"), nothing_allowed()) == state

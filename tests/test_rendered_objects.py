@@ -18,10 +18,11 @@ from kai_conformance.clusters.catalog import Catalog, available_topologies, load
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.suite_stack import stack_manifests
 from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.markers import AREA_MARKERS
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.workspace import prepare
 from tests import crd_schemas
-from tests.suite_cases import SuiteCase, suite_cases
+from tests.suite_cases import SUITE_MODULES, SuiteCase, suite_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = Catalog.load()
@@ -33,7 +34,7 @@ ODD_LAYOUTS = {
     "uneven": GpuLayout((GpuNode("big", 8), GpuNode("small", 2), GpuNode("cpu", 0))),
     "tiny": GpuLayout((GpuNode("only", 1),)),
 }
-AREAS = {"gang", "queue", "labels", "preemption", "podgrouper", "fairness", "consolidation"}
+AREAS = set(AREA_MARKERS)
 
 
 def rendered(entry: SuiteCase, combination, layout: GpuLayout) -> list[dict]:
@@ -143,7 +144,7 @@ def test_the_command_line_collects_and_renders_offline(tmp_path: Path) -> None:
     assert collect.returncode == 0, collect.stdout + collect.stderr
     listed = [line for line in collect.stdout.splitlines() if "::" in line]
     assert len(listed) >= len(CASES)
-    for module in ("test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper"):
+    for module in SUITE_MODULES:
         assert any(line.startswith(f"suites/{module}.py::") for line in listed), module
 
     out = tmp_path / "rendered"

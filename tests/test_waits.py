@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -122,3 +123,95 @@ def test_long_waits_report_progress(monkeypatch: pytest.MonkeyPatch) -> None:
     probe, _ = counter_probe(ok_after=8)
     eventually(probe, what="gang bound", timeout=5, interval=0.01)
     assert lines and lines[0].startswith("waiting ") and "for gang bound:" in lines[0]
+
+
+# ------------------------------------------------------------------------- holds that end on refusals
+def refusing_probe(step: int = 1, violate_at: int | None = None):
+    """Every look sees the scheduler's refusals ``step`` higher; look ``violate_at`` sees the workload placed."""
+    looks = {"n": 0}
+
+    def probe() -> Observation:
+        looks["n"] += 1
+        ok = violate_at is None or looks["n"] < violate_at
+        return Observation(
+            ok, "0 of 4 bound" if ok else "gang violated: 2 of 4 bound", refusals=100 + step * looks["n"]
+        )
+
+    return probe, looks
+
+
+RULE = waits.RefusalRule(needed=3, minimum=0.05, margin=0.02)
+
+
+def test_a_hold_ends_once_the_scheduler_refused_the_workload_often_enough() -> None:
+    probe, looks = refusing_probe()
+    started = time.monotonic()
+    held = consistently(probe, what="no pod bound", hold=5, interval=0.005, refusals=RULE)
+    assert looks["n"] >= 4, "the check was judged on every poll until the end"
+    elapsed = time.monotonic() - started
+    assert held.early and held.counted >= 3 and held.last.ok
+    assert RULE.minimum <= elapsed < 1, "ended after its minimum, long before the 5 s wall time"
+    assert held.account().startswith("held 0.")
+    assert "of 5.0s: ended after the scheduler refused the workload" in held.account()
+
+
+def test_a_hold_never_ends_before_its_minimum_even_when_the_count_jumps() -> None:
+    probe, _ = refusing_probe(step=50)  # a count that jumps (the recorder sent held-back repeats at once)
+    started = time.monotonic()
+    held = consistently(
+        probe, what="no pod bound", hold=5, interval=0.005, refusals=dataclasses.replace(RULE, minimum=0.3)
+    )
+    assert held.early
+    assert time.monotonic() - started >= 0.3
+
+
+def test_a_hold_waits_its_margin_after_the_last_refusal_it_needs() -> None:
+    started = time.monotonic()
+
+    def probe() -> Observation:  # the third refusal arrives 0.1 s into the hold
+        return Observation(True, "0 of 4 bound", refusals=3 if time.monotonic() - started >= 0.1 else 0)
+
+    rule = waits.RefusalRule(needed=3, minimum=0.0, margin=0.15)
+    held = consistently(probe, what="no pod bound", hold=5, interval=0.005, refusals=rule)
+    assert held.early and held.counted == 3
+    assert time.monotonic() - started >= 0.25
+
+
+def test_a_hold_whose_refusals_do_not_advance_lasts_its_wall_time_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines: list[str] = []
+    monkeypatch.setattr(waits.progress, "_sink", lines.append)
+    probe, _ = refusing_probe(step=0)  # the count stalls (throttled or dropped events)
+    started = time.monotonic()
+    held = consistently(probe, what="no pod bound", hold=0.1, interval=0.005, refusals=RULE)
+    assert time.monotonic() - started >= 0.1
+    assert not held.early and held.counted == 0
+    assert held.account() == (
+        "held the full 0.1s: the scheduler's refusals did not reach 3 (0 counted), so the wall-clock hold applied"
+    )
+    assert lines == [f"no pod bound: {held.account()}"]
+
+
+def test_a_probe_that_counts_no_refusals_keeps_the_wall_time() -> None:
+    probe, _ = counter_probe(ok_after=0)
+    started = time.monotonic()
+    held = consistently(probe, what="no pod bound", hold=0.08, interval=0.005, refusals=RULE)
+    assert time.monotonic() - started >= 0.08
+    assert not held.early and held.counted is None
+    assert "(none counted)" in held.account()
+    assert consistently(probe, what="no pod bound", hold=0.01, interval=0.005).account() == "held the full 0.0s"
+
+
+def test_a_violation_during_a_shortened_hold_is_still_caught() -> None:
+    probe, looks = refusing_probe(violate_at=6)  # refused 5 times (enough), then placed before the hold may end
+    rule = waits.RefusalRule(needed=3, minimum=0.5, margin=0.02)
+    with pytest.raises(ConditionViolated, match=r"no pod bound: violated after .*\nobserved: gang violated"):
+        consistently(probe, what="no pod bound", hold=5, interval=0.005, refusals=rule)
+    assert looks["n"] == 6
+
+
+def test_timeout_policy_scales_the_refusal_rule() -> None:
+    assert TimeoutPolicy().refusals == waits.RefusalRule(needed=3, minimum=5.0, margin=2.0)
+    assert TimeoutPolicy(scale=2).refusals == waits.RefusalRule(needed=3, minimum=10.0, margin=4.0)
+    assert TimeoutPolicy().refusals.minimum < TimeoutPolicy().hold

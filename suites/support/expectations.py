@@ -15,11 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai_conformance.clusters.catalog import Combination
 from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
+
+if TYPE_CHECKING:  # area tables that import this module's helpers; their rows are reached through Expectations
+    from kai_conformance.suites.support.expectations_consolidation import ConsolidationRow
+    from kai_conformance.suites.support.expectations_elastic import ElasticRow
+    from kai_conformance.suites.support.expectations_fairness import FairShareRow
+    from kai_conformance.suites.support.expectations_sharing import SharingRow
+    from kai_conformance.suites.support.expectations_topology import TopologyRow
 
 # ------------------------------------------------------------------------------------------ constant facts
 #: KAI's release namespace and the podgrouper's service account (B6; KAI §4.6).
@@ -262,15 +269,36 @@ class Expectations:
     jobset: JobSetRow
 
     @property
-    def fairness(self) -> Any:
-        """The KAI row of ``expectations_fairness`` (a module of its own, like every area added since)."""
+    def topology(self) -> TopologyRow:
+        """The topology-aware placement row of the KAI version (suites/support/expectations_topology.py)."""
+        from kai_conformance.suites.support.expectations_topology import topology_row
+
+        return topology_row(self.kai.minor)
+
+    @property
+    def sharing(self) -> SharingRow:
+        """The GPU-sharing row of the KAI version (suites/support/expectations_sharing.py)."""
+        from kai_conformance.suites.support.expectations_sharing import sharing_row
+
+        return sharing_row(self.kai.minor)
+
+    @property
+    def elastic(self) -> ElasticRow:
+        """The elastic-gang row of the KAI version (:mod:`suites.support.expectations_elastic`)."""
+        from kai_conformance.suites.support.expectations_elastic import elastic_row
+
+        return elastic_row(self.kai.minor)
+
+    @property
+    def fairness(self) -> FairShareRow:
+        """The fair-share row of the KAI version (suites/support/expectations_fairness.py)."""
         from kai_conformance.suites.support.expectations_fairness import fair_share_row
 
         return fair_share_row(self.kai.minor)
 
     @property
-    def consolidation(self) -> Any:
-        """The KAI row of ``expectations_consolidation``."""
+    def consolidation(self) -> ConsolidationRow:
+        """The consolidation and eviction-protection row of the KAI version (expectations_consolidation.py)."""
         from kai_conformance.suites.support.expectations_consolidation import consolidation_row
 
         return consolidation_row(self.kai.minor)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kai_conformance.fixtures import errors, kinds
@@ -23,6 +23,7 @@ from kai_conformance.fixtures.waits import (
     ConditionNotMet,
     ConditionViolated,
     Observation,
+    RefusalRule,
     consistently,
     eventually,
 )
@@ -30,6 +31,7 @@ from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import diagnosis
 from kai_conformance.suites.support.detectors.gang import gang_fully_bound
 from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.refusals import kai_refusals
 from kai_conformance.suites.support.snapshot import (
     Snapshot,
     bound_at,
@@ -165,16 +167,27 @@ class Observer:
         events: bool = False,
         owners: bool = False,
         about: About | None = None,
+        refusals: RefusalRule | None = None,
+        refused: str | None = None,
     ) -> tuple[Snapshot, Verdict]:
-        """``check`` must pass in every snapshot for ``hold`` seconds; returns the last snapshot and verdict. A
-        violation carries the chain diagnosis of ``about`` (default: every workload asked for)."""
+        """``check`` must pass in every snapshot for ``hold`` seconds; returns the last snapshot and verdict, whose
+        explanation ends with how the hold ended. A violation carries the chain diagnosis of ``about`` (default:
+        every workload asked for).
+
+        With ``refusals``, the TrainJob ``refused`` is one KAI must refuse: the hold may end once KAI's own
+        evidence (:mod:`suites.support.refusals`) shows it refused that workload often enough (the rule is in
+        :mod:`fixtures.waits`); ``check`` is judged on every snapshot until then.
+        """
+        if refusals is not None and refused is None:
+            raise ValueError(f"{what}: a hold that ends on KAI's refusals must name the TrainJob KAI refuses")
         last: list[tuple[Snapshot, Verdict]] = []
-        probe = self._probe(check, guard, what, last, events, owners)
+        probe = self._probe(check, guard, what, last, events or refused is not None, owners, refused)
         try:
-            consistently(probe, what=what, hold=hold, failure=failure, interval=self.interval)
+            held = consistently(probe, what=what, hold=hold, failure=failure, interval=self.interval, refusals=refusals)
         except AssertionError as failed:
             raise self.explain(failed, about) from None
-        return last[0]
+        snap, verdict = last[0]
+        return snap, replace(verdict, explanation=f"{verdict.explanation}; {held.account()}")
 
     def explain(self, failure: BaseException, about: About | None = None) -> BaseException:
         """``failure`` with the chain diagnosis of ``about`` (default: every workload asked for) appended, or a
@@ -194,6 +207,7 @@ class Observer:
         last: list[tuple[Snapshot, Verdict]],
         events: bool,
         owners: bool,
+        refused: str | None = None,
     ) -> Callable[[], Observation]:
         def probe() -> Observation:
             snap = self.snapshot(events=events, owners=owners)
@@ -203,7 +217,9 @@ class Observer:
                     raise ConditionViolated(f"{what}: violated on the way: {kept}")
             verdict = check(snap)
             last[:] = [(snap, verdict)]
-            return verdict.observation()
+            if refused is None:
+                return verdict.observation()
+            return replace(verdict.observation(), refusals=kai_refusals(snap.of(refused)))
 
         return probe
 
@@ -237,7 +253,10 @@ class Workload:
         return snap.of(self.name), verdict
 
     def holds(self, check: Check, *, what: str, hold: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
+        """:meth:`Observer.holds` on this workload; with ``refusals`` it is the workload KAI must refuse."""
         kwargs.setdefault("about", self.about)
+        if kwargs.get("refusals") is not None:
+            kwargs.setdefault("refused", self.name)
         snap, verdict = self.observer.holds(self.narrow(check), what=what, hold=hold, **kwargs)
         return snap.of(self.name), verdict
 

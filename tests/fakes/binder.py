@@ -11,6 +11,7 @@ from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating
 from tests.fakes.kai import Kai
+from tests.fakes.simulation import Obj
 
 
 class Binder(Kai):
@@ -22,7 +23,7 @@ class Binder(Kai):
             if (request.get("status") or {}).get("phase") in (ex.BIND_SUCCEEDED, ex.BIND_FAILED):
                 continue
             pod = self._find(kinds.POD, request["spec"]["podName"], request["metadata"]["namespace"])
-            if pod is None or is_terminating(pod):
+            if pod is None or is_terminating(pod) or not self._ready_to_bind(request, pod):
                 continue
             if not is_bound(pod):
                 self._bind(pod, request["spec"]["selectedNode"])
@@ -30,3 +31,7 @@ class Binder(Kai):
             self.fake.put(request)
             changed = True
         return changed
+
+    def _ready_to_bind(self, request: Obj, pod: Obj) -> bool:
+        """Extension point: whatever the binder must do before it binds (GPU sharing reserves the device)."""
+        return True

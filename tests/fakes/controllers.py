@@ -4,9 +4,11 @@ podgrouper and scheduler, the default scheduler and the kubelet — reduced to w
 They run as a FakeKube reactor: before every API call the suite makes, the controllers reconcile until nothing
 changes, so a suite case runs end to end, offline, in milliseconds. The behaviour follows the upstream facts the
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
-priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events). :class:`Faults` switches
+priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events; elastic gangs and the
+placement strategy in ``kai_elastic`` and ``kai_placement``). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``) over the shared ground of
+module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``; the areas ``kai_topology`` and
+``kai_sharing`` as mixins over ``kai`` and ``binder``) over the shared ground of
 ``simulation``; ``stack`` publishes what the stack looks like from outside (component Deployments, the
 podgrouper's RBAC).
 
@@ -28,7 +30,11 @@ from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
 from tests.fakes.kai_consolidation import KaiConsolidation
+from tests.fakes.kai_elastic import KaiElastic
 from tests.fakes.kai_fairness import KaiFairness
+from tests.fakes.kai_placement import KaiPlacement
+from tests.fakes.kai_sharing import KaiSharing
+from tests.fakes.kai_topology import KaiTopology
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
 from tests.fakes.simulation import Faults, Simulation
@@ -42,7 +48,18 @@ RECONCILE_ROUNDS = 10
 
 
 class SimulatedControllers(
-    TrainerAndJobSet, JobController, Binder, KaiConsolidation, KaiFairness, Kai, Kubelet, Simulation
+    TrainerAndJobSet,
+    JobController,
+    KaiSharing,
+    KaiTopology,
+    Binder,
+    KaiElastic,
+    KaiPlacement,
+    KaiConsolidation,
+    KaiFairness,
+    Kai,
+    Kubelet,
+    Simulation,
 ):
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -36,9 +36,11 @@ from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.options import CATALOG, InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
 from tests.fakes.commands import FakeRunner
 from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.kube import Call, FakeKube
+from tests.fakes.stack import default_shard
 
 #: Every wait gives up after its first retry (one 0.25 s poll): for the tests of what never happens.
 EXPIRING = TimeoutPolicy(scale=0.0005, overrides={"ready": 20.0})
@@ -240,6 +242,8 @@ class SimulatedStack:
     def _install_kai(self, argv: tuple[str, ...]) -> None:
         self._ensure_namespace(kai.NAMESPACE)
         self._put_crds("kai")
+        placement = _set_values(argv).get("scheduler", {}).get("placementStrategy", DEFAULT_STRATEGY)
+        self.fake.put(default_shard(placement))
         self.fake.put(deployment(kai.OPERATOR, kai.NAMESPACE, f"{KAI_REGISTRY}/operator:v0.17.0", KAI_OPERATOR_LABELS))
         self._kai_installed_at = len(self.fake.calls)
 

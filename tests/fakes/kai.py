@@ -82,7 +82,7 @@ class Kai(Simulation):
             shape: Obj = {"minSubGroup": len(rjobs), "subGroups": subgroups}
         else:
             shape = {"minMember": self.row.podgroup_spec(rjobs)["minMember"]}
-        return {
+        return self._decorate_podgroup({
             "apiVersion": kinds.POD_GROUP.api_version,
             "kind": "PodGroup",
             "metadata": {"name": name, "namespace": jobset["metadata"]["namespace"], "labels": top_labels,
@@ -90,7 +90,11 @@ class Kai(Simulation):
                          "ownerReferences": [self._ref(jobset, controller=False)]},
             "spec": {"queue": queue, "priorityClassName": priority or ex.DEFAULT_PRIORITY_CLASS, **shape},
             "status": {},
-        }  # fmt: skip
+        }, jobset, top_annotations)  # fmt: skip
+
+    def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:
+        """Extension point for area mixins (tests/fakes/kai_*.py): more of what the podgrouper writes."""
+        return pg
 
     def _group_by_job(self, job: Obj, pod: Obj) -> bool:
         """K8sJobGrouper for a Job without owner (hub.go: batch/v1 Job): one flat PodGroup ``pg-<job>-<job uid>``
@@ -149,15 +153,30 @@ class Kai(Simulation):
             "apiVersion": kinds.BIND_REQUEST.api_version, "kind": kinds.BIND_REQUEST.kind,
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": {"selected-node": node},
                          "ownerReferences": [self._ref(pod, controller=False)]},
-            "spec": {"podName": meta["name"], "selectedNode": node, "receivedResourceType": "Regular",
-                     "receivedGPU": {"count": gpus_of(pod), "portion": "1.00"}},
+            "spec": self._bind_request_spec(pod, node),
         })  # fmt: skip
+
+    def _bind_request_spec(self, pod: Obj, node: str) -> Obj:
+        """Extension point: what the scheduler tells the binder about a pod (a whole-GPU pod here)."""
+        return {"podName": pod["metadata"]["name"], "selectedNode": node, "receivedResourceType": "Regular",
+                "receivedGPU": {"count": gpus_of(pod), "portion": "1.00"}}  # fmt: skip
+
+    def _place_group(self, pg: Obj, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
+        """Extension point: where the pods of ``pg`` go (first fit here; area mixins add topology or devices)."""
+        return self._place(pods, free, whole)
+
+    def _unplaceable(self, pg: Obj, waiting: list[Obj]) -> tuple[str, str]:
+        """Extension point: KAI's reason and message for a PodGroup it found no place for."""
+        return (
+            "PodSchedulingErrors",
+            f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
+        )
 
     def _place(self, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
         """Pod name → node, first fit; None when ``whole`` and not every pod fits."""
         left, placed = dict(free), {}
         for pod in pods:
-            node = next((n for n, gpus in sorted(left.items()) if gpus >= gpus_of(pod)), None)
+            node = next((n for n in self._node_order(left) if left[n] >= gpus_of(pod)), None)
             if node is None:
                 if whole:
                     return None
@@ -165,6 +184,11 @@ class Kai(Simulation):
             left[node] -= gpus_of(pod)
             placed[pod["metadata"]["name"]] = node
         return placed
+
+    def _node_order(self, free: dict[str, int]) -> list[str]:
+        """Extension point: the order in which nodes are tried for a pod (here by name; kai_placement.py ranks them
+        by the placement strategy)."""
+        return sorted(free)
 
     def _bind(self, pod: Obj, node: str) -> None:
         """What a binder does: the node and ``PodScheduled=True``; the kubelet (tests/fakes/kubelet.py) runs it."""
@@ -207,44 +231,45 @@ class Kai(Simulation):
         waiting = [p for p in members if not is_bound(p) and _key(p) not in requested]
         if not waiting or len(members) < self._gang_size(pg):
             return False
+        asked = self._to_allocate(pg, members, waiting)
         queue = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
         if queue is None:
             queue_name = pg["spec"]["queue"]
             return self._unschedulable(
                 pg, waiting, ex.QUEUE_MISSING_REASON, ex.QUEUE_MISSING_MESSAGE.format(queue=queue_name)
             )
-        over = self._over_limit(queue, sum(gpus_of(p) for p in waiting))
+        over = self._over_limit(queue, sum(gpus_of(p) for p in asked))
         if over:
             return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
         whole = not self.faults.partial_gangs
-        placement = self._place(waiting, self._free(), whole=whole) or self._evict_for(pg, waiting, whole)
+        placement = self._place_group(pg, asked, self._free(), whole) or self._evict_for(pg, asked, whole)
         if not placement:
-            return self._unschedulable(pg, waiting, *self._unplaced(pg, waiting))
-        for pod in waiting:
+            return self._unschedulable(pg, waiting, *self._unplaceable(pg, waiting))
+        for pod in asked:
             if pod["metadata"]["name"] in placement:
                 self._request_binding(pod, placement[pod["metadata"]["name"]])
         self._allocated(pg)
         return True
 
-    # Extension points of the area mixins (tests/fakes/kai_*.py): each overrides and calls super().
     def _evict_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
-        """The actions after allocate that evict to make room, in KAI's order (consolidation, reclaim, preempt:
-        KAI §6): mixins put theirs in front of this one, in-queue preemption."""
+        """Extension point: the actions after allocate that evict to make room, in KAI's order (consolidation,
+        reclaim, preempt: KAI §6); kai_consolidation.py and kai_fairness.py put theirs in front of in-queue
+        preemption."""
         return self._preempt_for(pg, waiting, whole)
 
     def _may_evict(self, victim: Obj, preemptor: Obj, action: str) -> bool:
-        """May ``victim``'s gang be evicted for ``preemptor`` by ``action`` (preempt, reclaim, consolidation)?"""
+        """Extension point: may ``victim``'s gang be evicted for ``preemptor`` by ``action`` (preempt, reclaim,
+        consolidation)? kai_consolidation.py protects young victims (min-runtime)."""
         return True
 
-    def _unplaced(self, pg: Obj, waiting: list[Obj]) -> tuple[str, str]:
-        """The reason and message of a gang that was neither placed nor made room for."""
-        return (
-            "PodSchedulingErrors",
-            f"Resources were found for 0 pods while {len(waiting)} are required for gang scheduling",
-        )
-
     def _allocated(self, pg: Obj) -> None:
-        """Called once the scheduler has placed ``pg``'s waiting pods."""
+        """Extension point: called once the scheduler has placed pods of ``pg`` (kai_consolidation.py stamps
+        ``kai.scheduler/last-start-timestamp``)."""
+
+    def _to_allocate(self, pg: Obj, members: list[Obj], waiting: list[Obj]) -> list[Obj]:
+        """Extension point: the pods one scheduling attempt asks for (here every waiting pod, the whole gang;
+        kai_elastic.py asks for the minimum first, then one pod at a time)."""
+        return waiting
 
     def _over_limit(self, queue: Obj | None, request: int) -> str | None:
         """KAI walks from the leaf up through its parents (capacity_policy.resultsOverLimit)."""
@@ -270,31 +295,39 @@ class Kai(Simulation):
 
     def _preempt_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         """In-queue preemption: preemptible gangs of strictly lower priority are evicted whole (KAI §6)."""
-        mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
-        victims = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
-                   and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
-                   and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine
-                   and self._may_evict(g, pg, "preempt")]  # fmt: skip
-        bound = [(g, p) for g in victims for p in self._members(g) if is_bound(p)]
+        bound = [(g, p) for g in self._preemption_victims(pg) for p in self._members(g) if is_bound(p)]
         free = self._free()
         for _, pod in bound:
             free[pod["spec"]["nodeName"]] += gpus_of(pod)
         placement = self._place(waiting, free, whole)
         if not placement or not bound:
             return None
-        self._evict(
-            bound, "preempt", lambda p: f"Pod {_ref_of(p)} was preempted by higher priority workload {_ref_of(pg)}"
-        )
+        for victim, pod in bound:
+            self._evict(victim, pod, pg, len(bound))
         return placement
 
-    def _evict(self, bound: list[tuple[Obj, Obj]], action: str, message) -> None:
-        """KAI's evictor deletes each pod (default_evictor.go, no Eviction API); its PodGroup gets an ``Evict`` event
-        per pod, annotated with the action (default_status_updater.go)."""
-        for victim, pod in bound:
-            self._api_delete(pod)
-            event = self.fake.record_event(victim, ex.EVICT_EVENT_REASON, message(pod))
-            event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: action, "num-evicted-pods": str(len(bound))}
-            self.fake.put(event)
+    def _preemption_victims(self, pg: Obj) -> list[Obj]:
+        """PodGroups ``pg`` may preempt: preemptible, of strictly lower priority, in its queue (KAI §6 preempt)."""
+        mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
+        return [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
+                and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
+                and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine
+                and self._may_evict(g, pg, "preempt")]  # fmt: skip
+
+    def _evict(
+        self, victim: Obj, pod: Obj, preemptor: Obj, evicted: int, action: str = "preempt", message: str | None = None
+    ) -> None:
+        """Evict one pod of ``victim`` for ``preemptor`` by ``action``, with the ``Evict`` event KAI writes on the
+        victim (default_status_updater.go; messages: api/unschedule_info.go)."""
+        self._api_delete(pod)  # KAI's evictor deletes the pod (default_evictor.go), no Eviction API
+        event = self.fake.record_event(
+            victim,
+            ex.EVICT_EVENT_REASON,
+            message
+            or f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {preemptor['metadata']['namespace']}/{preemptor['metadata']['name']}",
+        )
+        event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: action, "num-evicted-pods": str(evicted)}
+        self.fake.put(event)
 
     def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
         text = f"{reason}: {message}."
@@ -307,16 +340,36 @@ class Kai(Simulation):
                 changed = True
         condition = {"type": ex.UNSCHEDULABLE_CONDITION, "nodePool": "default", "reason": ex.UNSCHEDULABLE_REASON,
                      "status": "True", "message": text, "reasons": [{"reason": reason, "message": message}]}  # fmt: skip
-        if pg.get("status", {}).get("schedulingConditions") != [condition]:
-            pg["status"] = {"schedulingConditions": [condition]}
+        # The condition is rewritten only when it changes; transitionID and lastTransitionTime move only then
+        # (default_status_updater.go setPodGroupSchedulingCondition/shouldUpdateCondition).
+        current = pg.get("status", {}).get("schedulingConditions") or []
+        if [_without_transition(c) for c in current] != [condition]:
+            transition = int(current[-1].get("transitionID", 0)) + 1 if current else 1
+            pg["status"] = {"schedulingConditions": [{**condition, "transitionID": str(transition),
+                                                      "lastTransitionTime": self._now()}]}  # fmt: skip
             self.fake.put(pg)
-            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
             changed = True
+        self._refused(pg, text)
         return changed
 
+    def _refused(self, pg: Obj, text: str) -> None:
+        """Every cycle that leaves the PodGroup pending records ``Unschedulable`` on it (closeSession →
+        markPodGroupUnschedulable); client-go's event correlator sends a repeat as ``count`` + 1 on the same Event
+        (suites/support/refusals.py). Not a change the other controllers react to. ``kai_events_throttled``: the
+        spam filter's budget is spent, so repeats are not sent."""
+        uid = uid_of(pg)
+        same = [e for e in self._all(kinds.EVENT, pg["metadata"]["namespace"])
+                if e["involvedObject"]["uid"] == uid and e["reason"] == ex.UNSCHEDULABLE_REASON and e["message"] == text]  # fmt: skip
+        if not same:
+            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
+        elif not self.faults.kai_events_throttled:
+            same[0]["count"] = same[0].get("count", 1) + 1
+            same[0]["lastTimestamp"] = self._now()
+            self.fake.put(same[0])
 
-def _ref_of(obj: Obj) -> str:
-    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+def _without_transition(condition: Obj) -> Obj:
+    return {k: v for k, v in condition.items() if k not in ("transitionID", "lastTransitionTime")}
 
 
 def _key(pod: Obj) -> tuple[str, str]:

@@ -9,7 +9,7 @@
   places the gang, whole seconds like KAI's) is younger than its queue's ``preemptMinRuntime`` (preempt) or
   ``reclaimMinRuntime`` (reclaim; for sibling queues the victim's queue, else its parents) may not be evicted.
 * Preemption delay (rows that have it): the podgrouper copies ``kai.scheduler/preemption-delay`` from the merged
-  top-owner annotations or the pod into ``spec.preemptionDelay``; a gang within ``max(creation, last eviction) +
+  top-owner annotations into ``spec.preemptionDelay`` (KAI also reads the pod's; the cases put it on the TrainJob); a gang within ``max(creation, last eviction) +
   delay`` triggers no eviction and says ``PreemptionDelayNotElapsed``.
 
 Time is the FakeKube clock (``fake.clock``), so a flow can run it faster than the wall clock.
@@ -51,18 +51,15 @@ class KaiConsolidation(Simulation):
         return self.fake.clock().timestamp()
 
     # ------------------------------------------------------------------------------------- preemption delay
-    def _podgroup_for(self, name: str, jobset: Obj, trainjob: Obj | None, pod: Obj) -> Obj:
-        group = super()._podgroup_for(name, jobset, trainjob, pod)
-        if self.consolidation.preemption_delay:
-            delay = group["metadata"]["annotations"].get(PREEMPTION_DELAY_ANNOTATION) or (
-                pod["metadata"].get("annotations") or {}
-            ).get(PREEMPTION_DELAY_ANNOTATION)
+    def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:
+        group = super()._decorate_podgroup(pg, jobset, top_annotations)
+        delay = top_annotations.get(PREEMPTION_DELAY_ANNOTATION)
+        if self.consolidation.preemption_delay and delay:
             try:
-                go_duration(delay or "")
-            except ValueError:
-                delay = None  # KAI ignores an invalid value with a warning
-            if delay:
+                go_duration(delay)
                 group["spec"]["preemptionDelay"] = delay
+            except ValueError:
+                pass  # KAI ignores an invalid value with a warning
         return group
 
     def _delay_end(self, group: Obj) -> float | None:
@@ -77,7 +74,7 @@ class KaiConsolidation(Simulation):
         end = self._delay_end(group)
         return end is not None and self._seconds() < end
 
-    def _unplaced(self, pg: Obj, waiting: list[Obj]) -> tuple[str, str]:
+    def _unplaceable(self, pg: Obj, waiting: list[Obj]) -> tuple[str, str]:
         end = self._delay_end(pg)
         if end is not None and self._seconds() < end:
             until = dt.datetime.fromtimestamp(end, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -85,7 +82,7 @@ class KaiConsolidation(Simulation):
                 f"Workload is within its preemption delay window ({pg['spec']['preemptionDelay']}) and may not "
                 f"trigger evictions before {until}"
             )
-        return super()._unplaced(pg, waiting)
+        return super()._unplaceable(pg, waiting)
 
     # ------------------------------------------------------------------------------------------ min-runtime
     def _allocated(self, pg: Obj) -> None:
@@ -134,13 +131,16 @@ class KaiConsolidation(Simulation):
             return None
         return self._consolidate_for(pg, waiting, whole) or super()._evict_for(pg, waiting, whole)
 
-    def _evict(self, bound: list[tuple[Obj, Obj]], action: str, message) -> None:
-        for group in {uid_of(g): g for g, _ in bound}.values():
-            self._last_eviction[uid_of(group)] = self._seconds()
-        super()._evict(bound, action, message)
+    def _evict(
+        self, victim: Obj, pod: Obj, preemptor: Obj, evicted: int, action: str = "preempt", message: str | None = None
+    ) -> None:
+        self._last_eviction[uid_of(victim)] = self._seconds()
+        super()._evict(victim, pod, preemptor, evicted, action, message)
 
     def _consolidate_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         free = self._free()
+        if any(gpus_of(p) == 0 for p in waiting):
+            return None  # whole-GPU pods only: a fraction's needs are the sharing mixin's (kai_sharing.py)
         if not _preemptible(pg) or sum(free.values()) < sum(gpus_of(p) for p in waiting):
             return None
         groups = [g for g in self._all(kinds.POD_GROUP) if uid_of(g) != uid_of(pg) and _preemptible(g)
@@ -167,13 +167,9 @@ class KaiConsolidation(Simulation):
                     trial[placement[pod["metadata"]["name"]]] -= gpus_of(pod)
             if self._place(moved, trial, whole=True) is None:
                 continue  # allPodsReallocated: every evicted pod must fit again
-            self._evict(
-                [(victims[uid], p) for uid in victims for p in bound[uid]],
-                CONSOLIDATION_ACTION,
-                lambda p: (
-                    f"Pod {_name(p)} was preempted and rescheduled due to bin packing (resource consolidation) "
-                    "procedure"
-                ),
-            )
+            for uid, victim in victims.items():
+                for pod in bound[uid]:
+                    message = f"Pod {_name(pod)} was preempted and rescheduled due to bin packing (resource consolidation) procedure"
+                    self._evict(victim, pod, pg, len(moved), CONSOLIDATION_ACTION, message)
             return placement
         return None

@@ -91,8 +91,8 @@ class KaiFairness(Simulation):
     # ---------------------------------------------------------------------------------------------- reclaim
     def _reclaim_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         mine = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
-        if mine is None:
-            return None
+        if mine is None or any(gpus_of(p) == 0 for p in waiting):
+            return None  # whole-GPU pods only: a fraction's needs are the sharing mixin's (kai_sharing.py)
         queues = self._siblings(mine)
         if len(queues) < 2:
             return None
@@ -134,7 +134,9 @@ class KaiFairness(Simulation):
                 remaining[queue] -= gpus_of(pod)
             placement = self._place(waiting, free, whole)
             if placement:
-                self._evict(chosen, "reclaim", lambda p: f"Pod {_name(p)} was preempted by workload {_name(pg)}.")
+                for victim, pod in chosen:
+                    message = f"Pod {_name(pod)} was preempted by workload {_name(pg)}."
+                    self._evict(victim, pod, pg, len(chosen), "reclaim", message)
                 return placement
         return None
 

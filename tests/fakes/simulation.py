@@ -52,6 +52,9 @@ class Faults:
     #: KAI's binder does not run: the BindRequests the scheduler creates stay without a phase, no pod is bound,
     #: and the binder's Deployment is not Available.
     binder_down: bool = False
+    #: KAI's event recorder sends no more repeats of an event (client-go's spam filter: 25 per object, then one
+    #: every 5 minutes): the ``Unschedulable`` count of a refused PodGroup stops rising.
+    kai_events_throttled: bool = False
 
 
 @dataclass
