@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.fixtures import kinds
 from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.cases.consolidation import consolidation_off
 from kai_conformance.suites.support.detectors.consolidation import (
     all_bound,
     consolidation_recorded,
@@ -118,3 +120,34 @@ def test_v016_says_why_it_has_no_preemption_delay_and_unknown_rows_name_the_modu
         consolidation_row("v0.15.2")
     with pytest.raises(ex.UnknownVersion, match=r"expectations_fairness\.py"):
         fair_share_row("v0.18.0")
+
+
+def shard(name: str = "default", **spec) -> dict:
+    return {"apiVersion": kinds.SCHEDULING_SHARD.api_version, "kind": "SchedulingShard", "metadata": {"name": name},
+            "spec": {"partitionLabelValue": "", **spec}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shards", "reason"),
+    [
+        ([], None),
+        ([shard(placementStrategy={"gpu": "binpack", "cpu": "binpack"})], None),
+        ([shard(placementStrategy={"gpu": "spread", "cpu": "binpack"})], "places gpu with spread"),
+        ([shard(actions={"consolidation": {"enabled": False}})], "spec.actions.consolidation.enabled"),
+        ([shard(args={"max-consolidation-preemptees": "0"})], "max-consolidation-preemptees: 0"),
+        ([shard(placementStrategy={"gpu": "spread"}), shard("other", placementStrategy={"gpu": "spread"})], None),
+    ],
+    ids=["no-shard", "binpack", "spread", "action-disabled", "no-preemptees", "ambiguous"],
+)
+def test_consolidation_is_read_off_the_shard_that_places_the_suites_workloads(fake, shards, reason) -> None:
+    for obj in shards:
+        fake.put(obj)
+    found = consolidation_off(fake)
+    assert found is None if reason is None else reason in (found or "")
+    if reason == "places gpu with spread":
+        assert "--install always --kai-set scheduler.placementStrategy=binpack" in (found or "")
+
+
+def test_an_unreadable_shard_assumes_kais_default(fake) -> None:
+    fake.unserve(kinds.SCHEDULING_SHARD)
+    assert consolidation_off(fake) is None

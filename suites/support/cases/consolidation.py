@@ -28,33 +28,34 @@ from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case
 
 #: The protection the cases ask for: a Go duration, as the Queue and PodGroup fields and the annotation take it.
 PROTECTION_WINDOW = "30s"
-#: The SchedulingShard the chart creates (``templates/default-shard.yaml``) and the Helm value behind its strategy.
-DEFAULT_SHARD = "default"
+#: The Helm value behind the default SchedulingShard's strategy (``templates/default-shard.yaml``).
 BINPACK_SETTING = "--install always --kai-set scheduler.placementStrategy=binpack"
 
 
 def consolidation_off(kube: KubeApi) -> str | None:
-    """Why KAI's consolidation action is off on this cluster (the reason names the setting that turns it on), or
-    None when it is on or the shard cannot be read (then KAI's default, binpack with consolidation, is assumed)."""
+    """Why KAI's consolidation action is off for the suite's workloads (the reason names the setting that turns it
+    on), or None when it is on or cannot be told: the SchedulingShard is chosen as the placement cases choose it
+    (``placement_setting.active_placement``: the one with an empty ``partitionLabelValue``), and an unreadable or
+    ambiguous one leaves KAI's default, binpack with consolidation, assumed."""
     try:
-        shard = kube.find(kinds.SCHEDULING_SHARD, DEFAULT_SHARD)
+        shards = [s for s in kube.list(kinds.SCHEDULING_SHARD) if not (s.get("spec") or {}).get("partitionLabelValue")]
     except (errors.Forbidden, errors.KindNotServed):
         return None
-    if shard is None:
+    if len(shards) != 1:
         return None
-    spec = shard.get("spec") or {}
+    name, spec = shards[0]["metadata"]["name"], shards[0].get("spec") or {}
     strategy = spec.get("placementStrategy") or {}
     spread = sorted(k for k, v in strategy.items() if v == "spread")
     if spread:
         return (
-            f"consolidation is off on this cluster: SchedulingShard {DEFAULT_SHARD} places {' and '.join(spread)} with "
+            f"consolidation is off on this cluster: SchedulingShard {name} places {' and '.join(spread)} with "
             f"spread, and KAI's operator disables consolidation then (schedulingshard_types.go setDefaultActions); "
             f"run with {BINPACK_SETTING}"
         )
     if ((spec.get("actions") or {}).get("consolidation") or {}).get("enabled") is False:
-        return f"consolidation is disabled in SchedulingShard {DEFAULT_SHARD} (spec.actions.consolidation.enabled)"
+        return f"consolidation is disabled in SchedulingShard {name} (spec.actions.consolidation.enabled)"
     if str((spec.get("args") or {}).get("max-consolidation-preemptees", "")) == "0":
-        return f"consolidation is disabled in SchedulingShard {DEFAULT_SHARD} (args max-consolidation-preemptees: 0)"
+        return f"consolidation is disabled in SchedulingShard {name} (args max-consolidation-preemptees: 0)"
     return None
 
 
