@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import timeline
+from kai_conformance.reports import plot, timeline
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 from kai_conformance.reports.runinfo import flatten, gpu_topology
 
@@ -40,6 +40,10 @@ def svg_timeline(case: Case) -> Markup:
     return Markup(timeline.render(case.timelines, f"pod timeline of {case.title}"))  # the SVG escapes its texts
 
 
+def svg_series(case: Case) -> Markup:
+    return Markup(plot.render(case.record.series, f"observed over time in {case.title}"))  # the SVG escapes its texts
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -49,7 +53,9 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(when=when, duration=duration, flatten=flatten, gpu_topology=gpu_topology)
-    env.globals.update(svg_timeline=svg_timeline, Status=Status, STATUS_ORDER=STATUS_ORDER, AREAS=AREAS)
+    env.globals.update(
+        svg_timeline=svg_timeline, svg_series=svg_series, Status=Status, STATUS_ORDER=STATUS_ORDER, AREAS=AREAS
+    )
     return env
 
 

@@ -27,6 +27,12 @@ AREAS: dict[str, str] = {
     "labels": "Label propagation",
     "preemption": "Preemption and reclaim",
     "podgrouper": "Pod grouping and ownership",
+    "elastic": "Elastic TrainJobs",
+    "placement": "Placement strategy",
+    "topology": "Topology-aware placement",
+    "sharing": "GPU sharing",
+    "fairness": "Fair share between queues",
+    "consolidation": "Consolidation and eviction protection",
     "control": "Detector controls",
     "": "Other",
 }

@@ -9,6 +9,7 @@ them into the reports. JSON keeps the records readable and mergeable across runs
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
@@ -101,6 +102,8 @@ class CaseRecord:
     timelines: dict[str, list[PodTimes]] = field(default_factory=dict)
     labels: list[LabelObservation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Named quantities observed over time (name → [(seconds since the epoch, value)]), plotted in the report.
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     attachments: list[str] = field(default_factory=list)  # paths relative to the run's report directory
     run_id: str = ""
     exception: str = (
@@ -120,6 +123,9 @@ class CaseRecord:
             k: [PodTimes(**_known(PodTimes, p)) for p in v] for k, v in data.get("timelines", {}).items()
         }
         data["labels"] = [LabelObservation(**_known(LabelObservation, o)) for o in data.get("labels", [])]
+        data["series"] = {
+            name: [(float(t), float(value)) for t, value in points] for name, points in data.get("series", {}).items()
+        }
         return cls(**data)
 
 
@@ -151,6 +157,11 @@ class CaseRecorder:
 
     def note(self, text: str) -> None:
         self.record.notes.append(text)
+
+    def series(self, name: str, points: Iterable[tuple[float, float]]) -> None:
+        """A quantity observed over time (e.g. the GPUs a queue held): ``(seconds since the epoch, value)`` pairs,
+        plotted as one line of the case's plot in the HTML report. Recording a name again replaces its points."""
+        self.record.series[name] = [(float(t), float(value)) for t, value in points]
 
 
 def write(record: CaseRecord, state_dir: Path, worker: str, sequence: int) -> Path:

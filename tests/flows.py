@@ -8,6 +8,7 @@ see names what went wrong. Waits poll every millisecond under a tiny timeout sca
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,6 +37,26 @@ RUN = "flow"
 NAMESPACE = "kc-flow"
 
 
+class StepClock:
+    """Cluster time that moves only when the observer looks: each snapshot starts ``step`` seconds after the last.
+
+    Windows of tens of seconds (min-runtime, preemption delay) pass in a few dozen snapshots, and the simulated
+    cluster never changes between a snapshot's start (its ``taken_at``) and its last API call, as a real one barely
+    does in the milliseconds a snapshot takes: whatever the machine's load, a check timed on ``taken_at`` sees what
+    the cluster did at that time. Given to FakeKube (timestamps, the controllers' decisions: ``clock``) and to the
+    observer (``tick``)."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.now = step, dt.datetime.now(dt.timezone.utc)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def tick(self) -> float:
+        self.now += dt.timedelta(seconds=self.step)
+        return self.now.timestamp()
+
+
 @dataclass
 class Harness:
     fake: FakeKube
@@ -61,8 +82,9 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
     # The simulated cluster answers at once: let the workspace's removal waits poll as fast as the observer's.
     monkeypatch.setattr(workspace_module, "eventually", functools.partial(waits.eventually, interval=0.001))
 
-    def make(faults: Faults | None = None, layout: GpuLayout = LAYOUT) -> Harness:
-        fake = FakeKube()
+    def make(faults: Faults | None = None, layout: GpuLayout = LAYOUT, clock: StepClock | None = None) -> Harness:
+        """``clock``: cluster time for the controllers and the observer (default: the wall clock)."""
+        fake = FakeKube(clock=clock) if clock else FakeKube()
         for obj in stack_manifests(IMAGE):
             fake.apply(prepare(obj, RUN, "", ""))
         SimulatedControllers(fake, layout, COMBINATION.kai.version, faults or Faults()).install()
@@ -73,7 +95,7 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
             fake,
             workspace,
             RenderContext(NAMESPACE, COMBINATION, layout, RUN, IMAGE),
-            Observer(fake, NAMESPACE, interval=0.001),
+            Observer(fake, NAMESPACE, interval=0.001, **({"clock": clock.tick} if clock else {})),
             expectations_for(COMBINATION),
             fast_timeouts,
             CaseRecorder(CaseRecord(nodeid="flow")),

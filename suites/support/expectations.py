@@ -22,7 +22,9 @@ from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
 
 if TYPE_CHECKING:  # area tables that import this module's helpers; their rows are reached through Expectations
+    from kai_conformance.suites.support.expectations_consolidation import ConsolidationRow
     from kai_conformance.suites.support.expectations_elastic import ElasticRow
+    from kai_conformance.suites.support.expectations_fairness import FairShareRow
     from kai_conformance.suites.support.expectations_sharing import SharingRow
     from kai_conformance.suites.support.expectations_topology import TopologyRow
 
@@ -286,6 +288,20 @@ class Expectations:
         from kai_conformance.suites.support.expectations_elastic import elastic_row
 
         return elastic_row(self.kai.minor)
+
+    @property
+    def fairness(self) -> FairShareRow:
+        """The fair-share row of the KAI version (suites/support/expectations_fairness.py)."""
+        from kai_conformance.suites.support.expectations_fairness import fair_share_row
+
+        return fair_share_row(self.kai.minor)
+
+    @property
+    def consolidation(self) -> ConsolidationRow:
+        """The consolidation and eviction-protection row of the KAI version (expectations_consolidation.py)."""
+        from kai_conformance.suites.support.expectations_consolidation import consolidation_row
+
+        return consolidation_row(self.kai.minor)
 
     def describe(self) -> str:
         """Names the rows, e.g. ``KAI v0.17 (SubGroups PodGroup) · Trainer v2.3 (...) · JobSet v0.12``."""

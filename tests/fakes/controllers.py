@@ -16,7 +16,11 @@ The kubelet runs right after the scheduler, so a pod is Running as soon as it is
 ``Succeeded`` or ``Failed`` by its exit codes before the Job controller replaces it (on a real cluster the kubelet
 ends a deleted pod within seconds, the Job controller replaces it 10 s later at the earliest).
 
-Not simulated: reclaim across queues, events other than the ones the suites read, image pulls.
+KAI's areas beyond the core live in mixins placed before :class:`Kai`, in the order of KAI's evicting actions
+(``kai_consolidation``: consolidation, min-runtime, preemption delay; ``kai_fairness``: fair share and reclaim
+across sibling queues), each overriding the core's named extension points.
+
+Not simulated: events other than the ones the suites read, image pulls.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
 from tests.fakes.kai import Kai
+from tests.fakes.kai_consolidation import KaiConsolidation
 from tests.fakes.kai_elastic import KaiElastic
+from tests.fakes.kai_fairness import KaiFairness
 from tests.fakes.kai_placement import KaiPlacement
 from tests.fakes.kai_sharing import KaiSharing
 from tests.fakes.kai_topology import KaiTopology
@@ -42,7 +48,18 @@ RECONCILE_ROUNDS = 10
 
 
 class SimulatedControllers(
-    TrainerAndJobSet, JobController, KaiSharing, KaiTopology, Binder, KaiElastic, KaiPlacement, Kai, Kubelet, Simulation
+    TrainerAndJobSet,
+    JobController,
+    KaiSharing,
+    KaiTopology,
+    Binder,
+    KaiElastic,
+    KaiPlacement,
+    KaiConsolidation,
+    KaiFairness,
+    Kai,
+    Kubelet,
+    Simulation,
 ):
     def __post_init__(self) -> None:
         super().__post_init__()

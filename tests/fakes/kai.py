@@ -34,14 +34,15 @@ class Kai(Simulation):
             trainjob = None if self.faults.podgrouper_without_trainjob_rbac else self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
             existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
-            wanted = self._podgroup_for(name, jobset, trainjob, pod)
             if existing is None:
-                self.fake.put(wanted)
+                self.fake.put(self._podgroup_for(name, jobset, trainjob, pod))
                 changed = True
-            elif self.faults.podgrouper_moves_queue and existing["spec"]["queue"] != wanted["spec"]["queue"]:
-                existing["spec"]["queue"] = wanted["spec"]["queue"]
-                self.fake.put(existing)
-                changed = True
+            elif self.faults.podgrouper_moves_queue:
+                wanted = self._podgroup_for(name, jobset, trainjob, pod)
+                if existing["spec"]["queue"] != wanted["spec"]["queue"]:
+                    existing["spec"]["queue"] = wanted["spec"]["queue"]
+                    self.fake.put(existing)
+                    changed = True
             subgroup = self.row.subgroup_of(job["metadata"]["labels"][REPLICATED_JOB_LABEL], 0)
             annotations, labels = (
                 pod["metadata"].setdefault("annotations", {}),
@@ -127,18 +128,23 @@ class Kai(Simulation):
 
     # --------------------------------------------------------------------------------------------- scheduling
     def _free(self) -> dict[str, int]:
-        free = {n.name: n.gpus for n in self.layout.nodes}
-        requested = self._requested()
-        for pod in self._all(kinds.POD):
-            node = pod["spec"].get("nodeName") or requested.get(_key(pod))
-            if node and not is_terminating(pod):
-                free[node] -= gpus_of(pod)
-        return free
+        def free() -> dict[str, int]:
+            left = {n.name: n.gpus for n in self.layout.nodes}
+            requested = self._requested()
+            for pod in self._all(kinds.POD):
+                node = pod["spec"].get("nodeName") or requested.get(_key(pod))
+                if node and not is_terminating(pod):
+                    left[node] -= gpus_of(pod)
+            return left
+
+        return dict(self._derived("free", free))
 
     def _requested(self) -> dict[tuple[str, str], str]:
         """(namespace, pod) → node of every BindRequest the binder has not failed: KAI counts those pods as placed."""
-        return {(r["metadata"]["namespace"], r["spec"]["podName"]): r["spec"]["selectedNode"]
-                for r in self._all(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED}  # fmt: skip
+        placed = self._derived("requested", lambda: {
+            (r["metadata"]["namespace"], r["spec"]["podName"]): r["spec"]["selectedNode"]
+            for r in self._all(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED})  # fmt: skip
+        return dict(placed)
 
     def _request_binding(self, pod: Obj, node: str) -> None:
         """The scheduler's decision: a BindRequest named after the pod and owned by it (KAI §2.4, cache.go)."""
@@ -203,9 +209,15 @@ class Kai(Simulation):
         return changed
 
     def _members(self, pg: Obj) -> list[Obj]:
-        name = pg["metadata"]["name"]
-        return [p for p in self._all(kinds.POD, pg["metadata"]["namespace"])
-                if (p["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION) == name and not is_terminating(p)]  # fmt: skip
+        def by_group() -> dict[tuple[str, str], list[Obj]]:
+            members: dict[tuple[str, str], list[Obj]] = {}
+            for p in self._all(kinds.POD):
+                group = (p["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION)
+                if group and not is_terminating(p):
+                    members.setdefault((p["metadata"]["namespace"], group), []).append(p)
+            return members
+
+        return list(self._derived("members", by_group).get((pg["metadata"]["namespace"], pg["metadata"]["name"]), []))
 
     def _gang_size(self, pg: Obj) -> int:
         spec = pg["spec"]
@@ -230,13 +242,29 @@ class Kai(Simulation):
         if over:
             return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
         whole = not self.faults.partial_gangs
-        placement = self._place_group(pg, asked, self._free(), whole) or self._preempt_for(pg, asked, whole)
+        placement = self._place_group(pg, asked, self._free(), whole) or self._evict_for(pg, asked, whole)
         if not placement:
             return self._unschedulable(pg, waiting, *self._unplaceable(pg, waiting))
         for pod in asked:
             if pod["metadata"]["name"] in placement:
                 self._request_binding(pod, placement[pod["metadata"]["name"]])
+        self._allocated(pg)
         return True
+
+    def _evict_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
+        """Extension point: the actions after allocate that evict to make room, in KAI's order (consolidation,
+        reclaim, preempt: KAI §6); kai_consolidation.py and kai_fairness.py put theirs in front of in-queue
+        preemption."""
+        return self._preempt_for(pg, waiting, whole)
+
+    def _may_evict(self, victim: Obj, preemptor: Obj, action: str) -> bool:
+        """Extension point: may ``victim``'s gang be evicted for ``preemptor`` by ``action`` (preempt, reclaim,
+        consolidation)? kai_consolidation.py protects young victims (min-runtime)."""
+        return True
+
+    def _allocated(self, pg: Obj) -> None:
+        """Extension point: called once the scheduler has placed pods of ``pg`` (kai_consolidation.py stamps
+        ``kai.scheduler/last-start-timestamp``)."""
 
     def _to_allocate(self, pg: Obj, members: list[Obj], waiting: list[Obj]) -> list[Obj]:
         """Extension point: the pods one scheduling attempt asks for (here every waiting pod, the whole gang;
@@ -256,6 +284,9 @@ class Kai(Simulation):
         return None
 
     def _queue_pods(self, queue: str) -> list[Obj]:
+        return list(self._derived(f"queue-pods:{queue}", lambda: self._pods_of_queue(queue)))
+
+    def _pods_of_queue(self, queue: str) -> list[Obj]:
         children = {q["metadata"]["name"] for q in self._all(kinds.QUEUE) if q["spec"].get("parentQueue") == queue}
         groups = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == queue]
         requested = self._requested()
@@ -280,17 +311,22 @@ class Kai(Simulation):
         mine = ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[0]
         return [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == pg["spec"]["queue"]
                 and g is not pg and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1]
-                and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine]  # fmt: skip
+                and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[0] < mine
+                and self._may_evict(g, pg, "preempt")]  # fmt: skip
 
-    def _evict(self, victim: Obj, pod: Obj, preemptor: Obj, evicted: int) -> None:
-        """Preempt one pod of ``victim`` for ``preemptor``, with the ``Evict`` event KAI writes on the victim."""
+    def _evict(
+        self, victim: Obj, pod: Obj, preemptor: Obj, evicted: int, action: str = "preempt", message: str | None = None
+    ) -> None:
+        """Evict one pod of ``victim`` for ``preemptor`` by ``action``, with the ``Evict`` event KAI writes on the
+        victim (default_status_updater.go; messages: api/unschedule_info.go)."""
         self._api_delete(pod)  # KAI's evictor deletes the pod (default_evictor.go), no Eviction API
         event = self.fake.record_event(
             victim,
             ex.EVICT_EVENT_REASON,
-            f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {preemptor['metadata']['namespace']}/{preemptor['metadata']['name']}",
+            message
+            or f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {preemptor['metadata']['namespace']}/{preemptor['metadata']['name']}",
         )
-        event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: "preempt", "num-evicted-pods": str(evicted)}
+        event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: action, "num-evicted-pods": str(evicted)}
         self.fake.put(event)
 
     def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:

@@ -7,6 +7,7 @@ counter, PodGroup creation order). Each controller is a mixin over :class:`Simul
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import uid_of
-from tests.fakes.kube import FakeKube
+from tests.fakes.kube import FakeKube, clone
 
 Obj = dict[str, Any]
 #: What the Job controller puts on every pod it creates and removes once it has counted the pod.
@@ -71,20 +72,38 @@ class Simulation:
         self.row = ex.kai_row(self.kai_version)
         self._names = itertools.count(1)
         self._seen: dict[str, int] = {}  # PodGroup uid → order of creation (KAI considers older groups first)
+        self._cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------ store helpers
     def _all(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
-        return self.fake.objects(kind, namespace)
+        """Copies of the stored objects, shared by every reader until the store changes (see :meth:`_derived`)."""
+        return list(self._derived(f"all:{kind.kind}:{namespace}", lambda: self.fake.objects(kind, namespace)))
 
     def _find(self, kind: Kind, name: str, namespace: str | None) -> Obj | None:
+        if namespace is not None or not kind.namespaced:  # one object by its key: no listing (controllers ask often)
+            found = self.fake.store.get(self.fake._key(kind, namespace, name))
+            return clone(found) if found is not None else None
         return next((o for o in self._all(kind, namespace) if o["metadata"]["name"] == name), None)
 
     def _owned(self, kind: Kind, owner: Obj) -> list[Obj]:
-        uid = uid_of(owner)
-        return [
-            o for o in self._all(kind, owner["metadata"].get("namespace"))
-            if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])
-        ]  # fmt: skip
+        def by_owner() -> dict[str, list[Obj]]:
+            index: dict[str, list[Obj]] = {}
+            for obj in self._all(kind):
+                for ref in obj["metadata"].get("ownerReferences") or []:
+                    index.setdefault(ref.get("uid"), []).append(obj)
+            return index
+
+        return list(self._derived(f"owned:{kind.kind}", by_owner).get(uid_of(owner), []))
+
+    def _derived(self, key: str, build: Callable[[], Any]) -> Any:
+        """What ``build`` derives from the store, kept while the store is unchanged (``FakeKube.generation``): the
+        controllers ask for the same pods many times per API call. Objects handed out are shared until the next
+        write, and every controller writes a change to one at once (``put``), which starts a new generation."""
+        if self._cache.get("generation") != self.fake.generation:
+            self._cache = {"generation": self.fake.generation}
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
 
     def _owner(self, obj: Obj, kind: Kind) -> Obj | None:
         refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == kind.kind]

@@ -1,0 +1,324 @@
+"""Consolidation, and how long a running gang is protected from eviction (min-runtime, preemption delay).
+
+Facts per version: ``suites/support/expectations_consolidation.py`` (KAI's consolidation action, minruntime
+plugin and preemption delay at v0.16.8 and v0.17.0). Specification:
+
+* Consolidation: 1-GPU one-pod TrainJobs ("fillers") fill every GPU; deleting some leaves every GPU node with the
+  same few fillers, so no node has room for a whole-node pod. A preemptible gang of whole-node pods (2 when there
+  are 3 or more GPU nodes) then fits only if fillers are repacked: KAI's consolidation evicts the fillers of the
+  nodes the gang needs, only in a scenario where each of them is placed again → the gang is bound (never partial),
+  every filler that ran before is bound again, nothing is lost (``every-moved-pod-replaced``, held for the hold),
+  and the moved fillers' PodGroups record ``Evict`` events of action ``consolidation``. Skipped where the cluster's
+  SchedulingShard turns consolidation off (placement strategy ``spread``), naming the setting that turns it on.
+* Min-runtime: a preemptible victim gang in a queue with ``preemptMinRuntime: 30s`` faces a non-preemptible
+  ``build`` newcomer in its queue; in a queue with ``reclaimMinRuntime: 30s`` (over its quota) it faces a sibling
+  queue asking for its quota. Counted from the victim PodGroup's ``kai.scheduler/last-start-timestamp``, the
+  victim stays whole and the newcomer unbound on every observation until the window ends (less a margin), and then
+  the victim is evicted whole, the newcomer runs, and the eviction (``preempt`` / ``reclaim``) is recorded within
+  the ``evict`` budget: protected for the stated time and no longer (``protected-until-end``).
+* Preemption delay (v0.17; v0.16 skips, its row saying why): a ``build`` newcomer annotated
+  ``kai.scheduler/preemption-delay: 30s`` on the TrainJob gets ``spec.preemptionDelay: 30s`` on its PodGroup, says
+  ``PreemptionDelayNotElapsed`` and evicts no one until 30 s after its PodGroup was created; then it preempts the
+  victim whole.
+* Control: two fillers bound, one deleted by hand: ``every-moved-pod-replaced`` fires naming it, and holds for the
+  other.
+
+All but the control fill the cluster (serial, disruptive). Windows are measured on the clock of the machine running
+the suite against timestamps the cluster wrote: skew between the two eats into the margin (``protection_margin``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases.consolidation import (
+    PROTECTION_WINDOW,
+    ConsolidationCase,
+    LostFillerCase,
+    MinRuntimeCase,
+    PreemptionDelayCase,
+    consolidation_off,
+)
+from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
+from kai_conformance.suites.support.detectors.consolidation import (
+    all_bound,
+    consolidation_recorded,
+    evicted_after,
+    fragmented,
+    go_duration,
+    preemption_delay,
+    protection_start,
+)
+from kai_conformance.suites.support.detectors.eviction import gang_undisturbed
+from kai_conformance.suites.support.detectors.gang import PartialGangWatch, gang_fully_bound, nothing_bound
+from kai_conformance.suites.support.detectors.queues import podgroup_explains
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
+from kai_conformance.suites.support.expectations import Expectations
+from kai_conformance.suites.support.expectations_consolidation import PREEMPTION_DELAY_REASON
+from kai_conformance.suites.support.observe import Observer, Workload
+from kai_conformance.suites.support.snapshot import Snapshot, name_of, node_of, parse_time, uid_of, workload_of
+from kai_conformance.suites.support.timing import settle
+from kai_conformance.suites.test_preemption import assert_evicted_whole, bring, start_filling_gang
+
+pytestmark = [pytest.mark.consolidation, pytest.mark.preemption]  # all but the control are serial and disruptive
+
+CONSOLIDATION = [ConsolidationCase()]
+MIN_RUNTIME = [MinRuntimeCase("preempt"), MinRuntimeCase("reclaim")]
+PREEMPTION_DELAY = [PreemptionDelayCase()]
+CONTROL = [LostFillerCase()]
+#: API timestamps (creation, deletion, KAI's last-start annotation) have whole seconds.
+TIMESTAMP_RESOLUTION = 1.0
+
+
+def protection_margin(timeouts: TimeoutPolicy) -> float:
+    """How much earlier than a window's end the suite stops requiring protection and accepts an eviction: the
+    time a gang may take to be evicted (``settle``) plus the resolution of the timestamps the window is read from."""
+    return settle(timeouts) + TIMESTAMP_RESOLUTION
+
+
+@pytest.mark.parametrize("case", [param(c) for c in CONSOLIDATION])
+def test_a_gang_that_fits_only_after_repacking_is_placed_by_consolidation(
+    case: ConsolidationCase,
+    ctx: RenderContext,
+    kube: KubeApi,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """Consolidation repacks running 1-GPU pods so that a whole-node gang fits: the gang is bound, every moved pod
+    is placed again and nothing is lost."""
+    off = consolidation_off(kube)
+    if off:
+        pytest.skip(off)
+    plan = case.plan(ctx.layout)
+    skip_unless(plan is not None, f"{ctx.layout.describe()}: needs 2 or more GPU nodes of one size to fragment")
+    assert plan is not None
+    row = f"[{expect.consolidation.name}]"
+    skip_unless(plan.moved <= expect.consolidation.max_preemptees, f"{plan.moved} fillers to move: over the maximum")
+    workspace.apply(case.queue(ctx))
+    fillers = {obj["metadata"]["name"]: obj for obj in workspace.apply_all(case.fillers(ctx))}
+    observer.until(
+        lambda s: all_bound(s, dict.fromkeys(fillers, 1)),
+        what=f"{row} {len(fillers)} fillers bound, every GPU in use",
+        timeout=timeouts("schedule"),
+    )
+
+    kept = fragment(observer.snapshot(), plan.nodes, plan.kept)
+    for name in sorted(set(fillers) - set(kept)):
+        workspace.delete(fillers[name], wait=False)
+    before, fragmented_ = observer.until(
+        lambda s: all_of(fragmented(s, plan.nodes, plan.kept), all_bound(s, kept)),
+        what=f"{row} {plan.kept} filler(s) left on each GPU node",
+        timeout=timeouts("gc"),
+    )
+    record.verdict(fragmented_)
+    placed_before = {workload_of(p): uid_of(p) for p in before.bound_pods}
+
+    workspace.apply(case.gang(ctx))
+    gang = observer.workload("gang", plan.pods)
+    gang.visible(timeouts("schedule"))
+    watch = PartialGangWatch(plan.pods, settle(timeouts))
+
+    def consolidated(snap: Snapshot) -> Verdict:
+        return all_of(gang_fully_bound(snap.of(gang.name), gang.size), all_bound(snap, kept))
+
+    _, placed = observer.until(
+        consolidated,
+        what=f"{row} the {plan.pods}-pod gang of {plan.gpus}-GPU pods bound by consolidation, every filler bound again",
+        timeout=timeouts("evict"),
+        guard=gang.narrow(watch.observe),
+        events=True,
+    )
+    record.verdict(placed)
+    _, recorded = observer.until(
+        lambda s: consolidation_recorded(s, kept),
+        what=f"{row} the moved fillers' PodGroups record the consolidation",
+        timeout=timeouts("api"),
+        events=True,
+    )
+    record.verdict(recorded)
+    after, held = observer.holds(consolidated, what=f"{row} nothing is lost afterwards", hold=timeouts.hold)
+    record.verdict(held)
+    record.verdict(watch.observe(after.of(gang.name)))
+    moved = sorted(w for w, uid in placed_before.items() if w and uid not in {uid_of(p) for p in after.bound_pods})
+    record.note(f"{len(moved)} filler(s) moved by consolidation: {', '.join(moved) or 'none'}")
+
+
+@pytest.mark.parametrize("case", [param(c) for c in MIN_RUNTIME])
+def test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer(
+    case: MinRuntimeCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """A victim gang is neither preempted nor reclaimed before its queue's min-runtime has passed since KAI
+    started it, and is evicted whole once it has."""
+    rules = expect.consolidation
+    skip_unless(rules.queue_min_runtime, f"{rules.name}: no queue {case.field}")
+    victim_pods, newcomer_pods = case.sizes(ctx.layout)
+    skip_unless(victim_pods >= 2 and newcomer_pods >= 1, f"{ctx.layout.describe()} is too small")
+    workspace.apply_all(case.queues(ctx))
+    victim = start_filling_gang(workspace, observer, case.victim(ctx), "victim", victim_pods, timeouts, expect)
+    first = victim.snapshot()
+    started = protection_start(first)
+    if isinstance(started, Verdict):
+        record.verdict(started)
+        victim.confirm(started, f"[{rules.name}] the victim's protection cannot be timed")
+    assert isinstance(started, float)
+    end = started + go_duration(PROTECTION_WINDOW)
+    record.note(f"{case.field} {PROTECTION_WINDOW} from last-start {started:.0f}: protected until {end:.0f}")
+
+    newcomer = bring(workspace, observer, case.newcomer(ctx), "newcomer", newcomer_pods, timeouts)
+    protection = f"its queue's {case.field} of {PROTECTION_WINDOW}"
+    hold_until(observer, victim, first, newcomer, end, protection, timeouts, record, expect)
+    assert_evicted_whole(observer, victim, newcomer, case.action, timeouts, record, expect)
+    after = evicted_after(observer.timeline.pods(victim.name), end, protection_margin(timeouts))
+    record.verdict(after)
+    victim.confirm(after, f"[{rules.name}] the victim was evicted before its {case.field} ended")
+
+
+@pytest.mark.parametrize("case", [param(c) for c in PREEMPTION_DELAY])
+def test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses(
+    case: PreemptionDelayCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """A preemptor annotated with a preemption delay waits that long after its PodGroup was created, saying so,
+    and then preempts the victim whole."""
+    rules = expect.consolidation
+    if not rules.preemption_delay:
+        pytest.skip(rules.no_preemption_delay)
+    require_gpus(ctx.layout, 2)
+    window = go_duration(PROTECTION_WINDOW)
+    workspace.apply(case.queue(ctx))
+    victim = start_filling_gang(workspace, observer, case.victim(ctx), "victim", ctx.layout.total, timeouts, expect)
+    first = victim.snapshot()
+    newcomer = bring(workspace, observer, case.newcomer(ctx), "newcomer", min(2, ctx.layout.total), timeouts)
+    snap, delay = newcomer.until(
+        lambda s: preemption_delay(s, window),
+        what=f"[{rules.name}] the newcomer's PodGroup carries spec.preemptionDelay {PROTECTION_WINDOW}",
+        timeout=timeouts("api"),
+    )
+    record.verdict(delay)
+    assert snap.podgroup is not None
+    created = parse_time(snap.podgroup["metadata"].get("creationTimestamp"))
+    assert created is not None, f"PodGroup {name_of(snap.podgroup)} has no creationTimestamp"
+    end = created + window
+    record.note(
+        f"preemption delay {PROTECTION_WINDOW} from PodGroup creation {created:.0f}: no eviction before {end:.0f}"
+    )
+
+    _, explained = newcomer.until(
+        lambda s: podgroup_explains(s, [PREEMPTION_DELAY_REASON]),
+        what=f"[{rules.name}] the newcomer's PodGroup says {PREEMPTION_DELAY_REASON}",
+        timeout=timeouts("api"),
+        events=True,
+    )
+    record.verdict(explained)
+    protection = f"the newcomer's preemption delay of {PROTECTION_WINDOW}"
+    hold_until(observer, victim, first, newcomer, end, protection, timeouts, record, expect)
+    assert_evicted_whole(observer, victim, newcomer, "preempt", timeouts, record, expect)
+    after = evicted_after(observer.timeline.pods(victim.name), end, protection_margin(timeouts))
+    record.verdict(after)
+    victim.confirm(after, f"[{rules.name}] the victim was evicted within the newcomer's preemption delay")
+
+
+@pytest.mark.control
+@pytest.mark.parametrize("case", [param(c) for c in CONTROL])
+def test_control_the_replacement_detector_fires_on_a_workload_that_is_not_bound_again(
+    case: LostFillerCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """Two fillers ran; one is deleted by hand: the every-moved-pod-replaced detector fires naming it, and holds for
+    the other."""
+    require_gpus(ctx.layout, case.fillers)
+    workspace.apply(case.queue(ctx))
+    trainjobs = workspace.apply_all(case.trainjobs(ctx))
+    ran = dict.fromkeys(case.names(), 1)
+    observer.until(lambda s: all_bound(s, ran), what=f"{len(ran)} fillers bound", timeout=timeouts("schedule"))
+    lost = trainjobs[-1]["metadata"]["name"]
+    workspace.delete(trainjobs[-1], wait=False)
+
+    snap, _ = observer.settle(
+        lambda s: fires(all_bound(s, ran)),
+        what=f"[{expect.consolidation.name}] the replacement detector to fire on {lost}, deleted by hand",
+        timeout=timeouts("gc"),
+    )
+    verdict = all_bound(snap, ran)
+    record.verdict(verdict, expect_violation=True)
+    assert not verdict.ok, (
+        f"[{expect.consolidation.name}] the replacement detector did not fire on {lost}, deleted and never bound "
+        f"again: {verdict}"
+    )
+    others = all_bound(snap, {name: 1 for name in ran if name != lost})
+    record.verdict(others)
+    assert others.ok, f"the fillers nobody deleted are not all bound: {others}"
+
+
+# ------------------------------------------------------------------------------------------------ shared steps
+def fragment(snap: Snapshot, nodes: tuple[str, ...], per_node: int) -> dict[str, int]:
+    """The fillers to keep: the first ``per_node`` (by name) bound on each node; the others are to be deleted."""
+    kept: dict[str, int] = {}
+    for node in nodes:
+        on_node = sorted(workload_of(p) or "" for p in snap.bound_pods if node_of(p) == node)
+        kept.update(dict.fromkeys(on_node[:per_node], 1))
+    return kept
+
+
+def hold_until(
+    observer: Observer,
+    victim: Workload,
+    started: Snapshot,
+    newcomer: Workload,
+    end: float,
+    protection: str,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+    expect: Expectations,
+) -> None:
+    """The "never happens" side of a protection window: on every observation until ``end`` (less the margin) on the
+    observer's clock, the victim keeps the pods it had bound in ``started`` and the newcomer binds nothing."""
+    original = frozenset(uid_of(p) for p in started.bound_pods)
+    until = end - protection_margin(timeouts)
+    left = until - observer.clock()
+    if left <= 0:
+        raise errors.InfrastructureError(
+            f"the protection window ({protection}) ended {-left:.1f}s before the newcomer was visible to KAI, so it "
+            "cannot be observed: the cluster took too long to start the workloads"
+        )
+
+    def protected(snap: Snapshot) -> Verdict:
+        return all_of(
+            gang_undisturbed(snap.of(victim.name), original), nothing_bound(snap.of(newcomer.name), newcomer.size)
+        )
+
+    def window_over(snap: Snapshot) -> Verdict:
+        return Verdict("window", snap.taken_at >= until, f"{max(0.0, until - snap.taken_at):.1f}s of it to watch")
+
+    snap, _ = observer.until(
+        window_over,
+        what=f"[{expect.consolidation.name}] {victim.name} stays whole and {newcomer.name} waits for {protection}",
+        timeout=left + timeouts("api"),
+        guard=protected,
+    )
+    record.verdict(protected(snap))
