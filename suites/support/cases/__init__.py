@@ -14,6 +14,8 @@ GPU quota and limit equal to what it uses: a queue at or below its quota is neve
 borrows, so cases running side by side cannot take GPUs from each other. Serial cases size their queues for what
 they test (a whole-cluster quota, or quotas that split the cluster).
 
-One module per suite area (:mod:`.gang`, :mod:`.queues`, :mod:`.labels`, :mod:`.preemption`, :mod:`.podgrouper`),
-the control cases (:mod:`.control`), and what they all share (:mod:`.contract`).
+One module per suite area (:mod:`.gang`, :mod:`.queues`, :mod:`.labels`, :mod:`.preemption`, :mod:`.podgrouper`,
+:mod:`.elastic`, :mod:`.placement`, :mod:`.topology`, :mod:`.sharing`, :mod:`.fairness`, :mod:`.consolidation`), the
+control cases of the first five areas (:mod:`.control`; the later areas keep theirs in their own module), and what
+they all share (:mod:`.contract`).
 """
