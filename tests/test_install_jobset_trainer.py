@@ -106,7 +106,7 @@ def test_offline_download_names_the_url_and_the_fix() -> None:
     message = str(caught.value)
     assert message.startswith("cannot download http://127.0.0.1:9/manifests.yaml: ")
     assert (
-        "fix: check network access, or download it yourself and pass the file (e.g. --jobset-manifests FILE)" in message
+        "fix: check network access, or download it yourself and pass the file (e.g. --jobset-manifests=FILE)" in message
     )
 
 

@@ -62,7 +62,7 @@ def test_existing_cluster_bad_kubeconfig_and_unreachable_server() -> None:
 
     (problem,) = preflight.check_existing_cluster("/x", None, connect=bad)
     assert "the kubeconfig cannot be used: cannot load kubeconfig /x" in problem.what
-    assert "--kubeconfig PATH" in problem.fix
+    assert "--kubeconfig=PATH" in problem.fix
 
     down = FakeKube()
     down.fail("version", 0, message="connection refused")

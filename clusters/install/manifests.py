@@ -49,7 +49,7 @@ def download(url: str, timeout: float) -> str:
     except (urllib.error.URLError, OSError) as exc:
         raise errors.InfrastructureError(
             f"cannot download {url}: {getattr(exc, 'reason', exc)}\n"
-            "fix: check network access, or download it yourself and pass the file (e.g. --jobset-manifests FILE)"
+            "fix: check network access, or download it yourself and pass the file (e.g. --jobset-manifests=FILE)"
         ) from exc
 
 
