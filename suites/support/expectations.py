@@ -18,8 +18,10 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from kai_conformance.clusters.catalog import Combination
-from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
+
+# UnknownVersion and minor stay part of this table's interface: cases and self-tests name them from here.
+from kai_conformance.suites.support.version_rows import UnknownVersion, minor, row_for  # noqa: F401
 
 if TYPE_CHECKING:  # area tables that import this module's helpers; their rows are reached through Expectations
     from kai_conformance.suites.support.expectations_consolidation import ConsolidationRow
@@ -82,10 +84,6 @@ JOBSET_OWN_LABELS = (
 )
 #: The JobSet-embedded Job and pod group/version/kind (TJ §6; KAI §10 ownerReferences).
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
-
-
-class UnknownVersion(UsageError):
-    """No expectation row for a version: the suite cannot know what to expect of it."""
 
 
 class PodGroupShape(Enum):
@@ -232,20 +230,8 @@ TRAINER_ROWS: dict[str, TrainerRow] = {
 JOBSET_ROWS: dict[str, JobSetRow] = {row.minor: row for row in (JobSetRow("v0.11"), JobSetRow("v0.12"))}
 
 
-def minor(version: str) -> str:
-    """``v0.16.8`` → ``v0.16``; ``0.16`` → ``v0.16``."""
-    parts = version.strip().removeprefix("v").split(".")
-    return "v" + ".".join(parts[:2])
-
-
 def _lookup(table: Mapping[str, Any], component: str, version: str) -> Any:
-    row = table.get(minor(version))
-    if row is None:
-        raise UnknownVersion(
-            f"no {component} expectation row for {version} (known: {', '.join(table)}); "
-            f"add a row for {minor(version)} to suites/support/expectations.py before running the suites against it"
-        )
-    return row
+    return row_for(table, component, version, "suites/support/expectations.py")
 
 
 def kai_row(version: str) -> KaiRow:

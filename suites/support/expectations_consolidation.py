@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.suites.support.expectations import UnknownVersion, minor
+from kai_conformance.suites.support.version_rows import row_for
 
 #: ``evictor-action-type`` of consolidation's Evict events (``framework/interface.go``, v0.16.8 and v0.17.0).
 CONSOLIDATION_ACTION = "consolidation"
@@ -73,11 +73,4 @@ CONSOLIDATION_ROWS: dict[str, ConsolidationRow] = {
 
 
 def consolidation_row(version: str) -> ConsolidationRow:
-    row = CONSOLIDATION_ROWS.get(minor(version))
-    if row is None:
-        raise UnknownVersion(
-            f"no consolidation expectation row for KAI {version} (known: {', '.join(CONSOLIDATION_ROWS)}); add one "
-            "to suites/support/expectations_consolidation.py, read from the consolidation action and the minruntime "
-            "plugin at that tag"
-        )
-    return row
+    return row_for(CONSOLIDATION_ROWS, "consolidation", version, "suites/support/expectations_consolidation.py")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.suites.support.expectations import UnknownVersion, minor
+from kai_conformance.suites.support.version_rows import row_for
 
 #: ``Queue.spec.priority`` when unset (``pkg/common/constants/constants.go`` l. 16, v0.16.8 and v0.17.0).
 DEFAULT_QUEUE_PRIORITY = 100
@@ -62,10 +62,4 @@ FAIR_SHARE_ROWS: dict[str, FairShareRow] = {
 
 
 def fair_share_row(version: str) -> FairShareRow:
-    row = FAIR_SHARE_ROWS.get(minor(version))
-    if row is None:
-        raise UnknownVersion(
-            f"no fair-share expectation row for KAI {version} (known: {', '.join(FAIR_SHARE_ROWS)}); add one to "
-            "suites/support/expectations_fairness.py, read from the proportion plugin at that tag"
-        )
-    return row
+    return row_for(FAIR_SHARE_ROWS, "fair-share", version, "suites/support/expectations_fairness.py")

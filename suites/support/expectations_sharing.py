@@ -46,6 +46,7 @@ from kai_conformance.clusters.gpu_sharing import (  # noqa: F401 (re-exported: t
     RESERVATION_NAMESPACE,
     RESERVED_GPU_ANNOTATION,
 )
+from kai_conformance.suites.support.version_rows import row_for
 
 #: Pod annotation asking for a portion of one GPU (constants.go:56).
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
@@ -92,12 +93,4 @@ SHARING_ROWS: dict[str, SharingRow] = {
 
 
 def sharing_row(version: str) -> SharingRow:
-    from kai_conformance.suites.support.expectations import UnknownVersion, minor
-
-    row = SHARING_ROWS.get(minor(version))
-    if row is None:
-        raise UnknownVersion(
-            f"no KAI GPU-sharing expectation row for {version} (known: {', '.join(SHARING_ROWS)}); add a row for "
-            f"{minor(version)} to suites/support/expectations_sharing.py before running the suites against it"
-        )
-    return row
+    return row_for(SHARING_ROWS, "KAI GPU-sharing", version, "suites/support/expectations_sharing.py")

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kai_conformance.suites.support.version_rows import row_for
+
 #: Workload annotations (constants.go, above).
 TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
@@ -72,12 +74,4 @@ TOPOLOGY_ROWS: dict[str, TopologyRow] = {
 
 
 def topology_row(version: str) -> TopologyRow:
-    from kai_conformance.suites.support.expectations import UnknownVersion, minor
-
-    row = TOPOLOGY_ROWS.get(minor(version))
-    if row is None:
-        raise UnknownVersion(
-            f"no KAI topology expectation row for {version} (known: {', '.join(TOPOLOGY_ROWS)}); add a row for "
-            f"{minor(version)} to suites/support/expectations_topology.py before running the suites against it"
-        )
-    return row
+    return row_for(TOPOLOGY_ROWS, "KAI topology", version, "suites/support/expectations_topology.py")

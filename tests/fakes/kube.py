@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import itertools
 import re
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +48,18 @@ class Call:
     detail: Any = None
 
 
+def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """One API operation at a time, as an API server serializes writes to one object: the installers run in threads
+    (``in_parallel``) and their reactors write while others read. Re-entrant, since reactors call back in."""
+
+    @functools.wraps(method)
+    def serialized(self: FakeKube, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return serialized
+
+
 @dataclass
 class FakeKube(KubeApi):
     """See the module docstring. ``clock`` returns the current time (tests may freeze or advance it)."""
@@ -55,6 +69,7 @@ class FakeKube(KubeApi):
 
     def __post_init__(self) -> None:
         super().__init__()
+        self.lock = threading.RLock()
         self.store: dict[Key, Obj] = {}
         self.served: dict[tuple[str, str], Kind] = dict(kinds.KNOWN)
         self.failures: list[Failure] = []
@@ -85,6 +100,7 @@ class FakeKube(KubeApi):
     def set_logs(self, namespace: str, pod: str, text: str, container: str | None = None) -> None:
         self.logs[(namespace, pod, container)] = text
 
+    @_serialized
     def record_event(self, involved: Obj, reason: str, message: str, type_: str = "Normal") -> Obj:
         meta = involved["metadata"]
         event = {
@@ -97,10 +113,12 @@ class FakeKube(KubeApi):
         }  # fmt: skip
         return self._store(kinds.EVENT, event)
 
+    @_serialized
     def put(self, obj: Obj) -> Obj:
         """Store ``obj`` as is (status included), as a controller would: no guard, no admission."""
         return self._store(self.kind_of(obj), copy.deepcopy(obj))
 
+    @_serialized
     def objects(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
         """Copies of the stored objects of ``kind`` (in ``namespace``), in key order. Filtered before sorted and
         copied: the simulated controllers list pods many times per API call."""
@@ -173,10 +191,12 @@ class FakeKube(KubeApi):
             check(operation, copy.deepcopy(obj), dry_run)
 
     # ------------------------------------------------------------------------------------------------ I/O
+    @_serialized
     def _get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         self._enter("get", kind, namespace, name)
         return copy.deepcopy(self._existing(kind, namespace, name, "get"))
 
+    @_serialized
     def _list(self, kind: Kind, namespace: str | None, labels: str | None, fields: str | None) -> list[Obj]:
         self._enter("list", kind, namespace, None, (labels, fields))
         label_match = parse_selector(labels)
@@ -186,6 +206,7 @@ class FakeKube(KubeApi):
             if label_match(o.get("metadata", {}).get("labels") or {}) and field_match(field_values(o))
         ]  # fmt: skip
 
+    @_serialized
     def _apply(self, kind: Kind, obj: Obj, *, dry_run: bool, force: bool) -> Obj:
         meta = obj["metadata"]
         self._enter("apply", kind, meta.get("namespace"), meta["name"], copy.deepcopy(obj))
@@ -201,6 +222,7 @@ class FakeKube(KubeApi):
                                   "object is being deleted")  # fmt: skip
         return self._store(kind, merged)
 
+    @_serialized
     def _create(self, kind: Kind, obj: Obj, *, dry_run: bool) -> Obj:
         meta = obj.setdefault("metadata", {})
         if kind == kinds.SUBJECT_ACCESS_REVIEW:
@@ -227,6 +249,7 @@ class FakeKube(KubeApi):
             raise errors.NotFound(f"write {kind.kind} in {namespace}", 404, "NotFound",
                                   f'namespaces "{namespace}" not found')  # fmt: skip
 
+    @_serialized
     def _patch(self, kind: Kind, namespace: str | None, name: str, body: Any, content_type: str,
                subresource: str | None) -> Obj:  # fmt: skip
         self._enter("patch", kind, namespace, name, (content_type, subresource, copy.deepcopy(body)))
@@ -248,6 +271,7 @@ class FakeKube(KubeApi):
             self._remove(kind, namespace, name)
         return stored
 
+    @_serialized
     def _delete(self, kind: Kind, namespace: str | None, name: str, propagation: str) -> None:
         self._enter("delete", kind, namespace, name, propagation)
         obj = self._existing(kind, namespace, name, "delete")
@@ -256,6 +280,7 @@ class FakeKube(KubeApi):
             return
         self._remove(kind, namespace, name)
 
+    @_serialized
     def _remove(self, kind: Kind, namespace: str | None, name: str) -> None:
         obj = self.store.pop(self._key(kind, namespace, name), None)
         if obj is None:
@@ -270,6 +295,7 @@ class FakeKube(KubeApi):
                 if dep_kind is not None and key in self.store:
                     self._remove(dep_kind, key[2], key[3])
 
+    @_serialized
     def _pod_logs(self, namespace: str, name: str, container: str | None, since_seconds: int | None,
                   tail_lines: int | None) -> str:  # fmt: skip
         self._enter("logs", kinds.POD, namespace, name, (container, since_seconds, tail_lines))
@@ -277,6 +303,7 @@ class FakeKube(KubeApi):
         text = self.logs.get((namespace, name, container), self.logs.get((namespace, name, None), ""))
         return "\n".join(text.splitlines()[-tail_lines:]) if tail_lines else text
 
+    @_serialized
     def _discover(self, api_version: str, kind: str) -> Kind:
         self._enter("discover", None, None, kind)
         found = self.served.get((api_version, kind))
@@ -284,6 +311,7 @@ class FakeKube(KubeApi):
             raise errors.KindNotServed(f"discover {kind} ({api_version})", 404, "NotFound", "not served")
         return found
 
+    @_serialized
     def _version(self) -> Obj:
         self._enter("version", None, None, None)
         return {"gitVersion": self.git_version}
