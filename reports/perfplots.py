@@ -42,6 +42,6 @@ def latency_by_gang_size(metrics: Sequence[Metric]) -> str:
         m.name: [(float(size), value) for size, values in m.by_gang_size.items() for value in values]
         for m in _latencies(metrics)
     }
-    return plot.render(
-        series, "latency by gang size", origin=0.0, x_unit=" pods", y_unit=" s", lines=False, x_min_step=1.0
-    )
+    sizes = [size for points in series.values() for size, _ in points]
+    return plot.render(series, "latency by gang size (x: pods in the gang)", origin=0.0, x_unit="", y_unit=" s",
+                       lines=False, x_min_step=1.0, x_max=max(sizes, default=0.0) + 1)  # fmt: skip

@@ -60,13 +60,15 @@ def render(
     y_unit: str = "",
     lines: bool = True,
     x_min_step: float = 0.0,
+    x_max: float | None = None,
 ) -> str:
     """One SVG with a line per series (in the given order), or "" when no series has a point.
 
     By default x is a time axis from the first point, ticks labelled in seconds since it. ``origin`` fixes where
     the x axis starts instead (e.g. 0 for a latency axis); ``x_unit`` and ``y_unit`` suffix the tick labels;
     ``lines=False`` draws the points only (a scatter plot, e.g. latency by gang size); ``x_min_step`` keeps x
-    ticks at least that far apart (1 for a count such as a gang size).
+    ticks at least that far apart (1 for a count such as a gang size); ``x_max`` extends the x axis at least
+    that far (so that points at the largest x are not drawn on the plot's edge).
     """
     drawn = {name: sorted(points) for name, points in series.items() if points}
     if not drawn:
@@ -74,7 +76,7 @@ def render(
     times = [t for points in drawn.values() for t, _ in points]
     values = [v for points in drawn.values() for _, v in points]
     start = min(times) if origin is None else min(origin, *times)
-    t_span = max(max(times) - start, 1.0)
+    t_span = max(max(times) - start, 1.0, (x_max or start) - start)
     low, high = min(0.0, *values), max(values)
     v_step = _nice_step(max(high - low, 1.0), 5)
     v_top = math.ceil(high / v_step) * v_step if high > 0 else v_step
