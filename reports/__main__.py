@@ -48,14 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument("new", type=Path, help="the new report directory (or its summary.json), e.g. the PR's")
     gate.add_argument("--threshold", type=float, default=compare.DEFAULT_THRESHOLD,
                       help="allowed slowdown as a fraction (default %(default)s = 20 %%)")  # fmt: skip
+    gate.add_argument("--min-seconds", type=float, default=compare.DEFAULT_MIN_SECONDS,
+                      help="a latency must also be this many seconds slower to regress (default %(default)s: the "
+                      "Kubernetes timestamps behind it are whole seconds)")  # fmt: skip
     gate.add_argument("--metric", action="append", default=[], help="compare only this metric (repeatable)")
     gate.add_argument("--statistic", action="append", choices=metrics.STATISTICS,
                       help="gate on this statistic (repeatable; default p50 and p95)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.command == "compare":
         try:
-            return compare.run(args.base, args.new, args.threshold, args.statistic or compare.DEFAULT_STATISTICS,
-                               args.metric)  # fmt: skip
+            statistics = args.statistic or compare.DEFAULT_STATISTICS
+            return compare.run(args.base, args.new, args.threshold, statistics, args.metric, args.min_seconds)
         except compare.CompareError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return compare.USAGE

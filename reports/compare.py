@@ -5,7 +5,11 @@ gated statistic, print base, new and the ratio new / base; a statistic *regresse
 worse direction by more than the threshold:
 
 * lower is better (latencies): ``new > base × (1 + threshold)``;
-* higher is better (throughput): ``new < base / (1 + threshold)``, i.e. base / new past the same factor.
+* higher is better (throughput): ``new < base / (1 + threshold)``, i.e. base / new past the same factor;
+* and, for metrics in seconds, the slowdown ``new − base`` exceeds ``min_seconds`` (default 1 s). The
+  timestamps behind the latencies (a pod's creationTimestamp, its PodScheduled transition, a container's
+  startedAt) are whole seconds in the Kubernetes API, so a latency of 1 s against 2 s is within the clock's
+  resolution, not a slowdown of 100 %.
 
 Gated by default: **p50 and p95**. A conformance run measures tens of gangs, so p99 and max are one or two
 samples each: a single slow gang (a node's image pull, a noisy neighbour on the CI machine) moves them by any
@@ -29,6 +33,9 @@ from kai_conformance.reports.metrics import HIGHER, STATISTICS
 SUMMARY = "summary.json"
 DEFAULT_THRESHOLD = 0.2
 DEFAULT_STATISTICS = ("p50", "p95")
+#: Kubernetes API timestamps have a resolution of one second (metav1.Time is RFC 3339 without fractions).
+DEFAULT_MIN_SECONDS = 1.0
+SECONDS = "s"
 OK, REGRESSED, USAGE = 0, 1, 2
 
 
@@ -60,6 +67,7 @@ class Comparison:
     only_new: list[str]
     threshold: float
     statistics: tuple[str, ...]
+    min_seconds: float = 0.0
 
     @property
     def regressions(self) -> list[Row]:
@@ -81,10 +89,11 @@ def load_metrics(path: Path) -> dict[str, dict]:
     return metrics if isinstance(metrics, dict) else {}
 
 
-def regressed(base: float, new: float, better: str, threshold: float) -> bool:
+def regressed(base: float, new: float, better: str, threshold: float, floor: float = 0.0) -> bool:
+    """Moved the worse way past ``threshold`` (a fraction) and, for lower-is-better, by more than ``floor``."""
     if better == HIGHER:
         return new * (1 + threshold) < base
-    return new > base * (1 + threshold)
+    return new > base * (1 + threshold) and new - base > floor
 
 
 def compare(
@@ -93,9 +102,12 @@ def compare(
     threshold: float = DEFAULT_THRESHOLD,
     statistics: Sequence[str] = DEFAULT_STATISTICS,
     only: Sequence[str] = (),
+    min_seconds: float = DEFAULT_MIN_SECONDS,
 ) -> Comparison:
     if threshold < 0:
         raise CompareError(f"--threshold {threshold} is negative: give a fraction such as 0.2 for 20 %")
+    if min_seconds < 0:
+        raise CompareError(f"--min-seconds {min_seconds} is negative: give 0 to gate on the ratio alone")
     unknown = [s for s in statistics if s not in STATISTICS]
     if unknown:
         raise CompareError(f"unknown statistic {', '.join(unknown)}: choose from {', '.join(STATISTICS)}")
@@ -115,19 +127,21 @@ def compare(
     rows = []
     for name in common:
         better = new[name].get("better", base[name].get("better", ""))
+        unit = new[name].get("unit", base[name].get("unit", ""))
+        floor = min_seconds if unit == SECONDS else 0.0
         for statistic in STATISTICS:
             if statistic not in base[name] or statistic not in new[name]:
                 continue
             b, n = float(base[name][statistic]), float(new[name][statistic])
             gated = statistic in statistics
-            rows.append(Row(name, new[name].get("unit", ""), statistic, b, n, gated,
-                            gated and regressed(b, n, better, threshold)))  # fmt: skip
+            rows.append(Row(name, unit, statistic, b, n, gated, gated and regressed(b, n, better, threshold, floor)))
     return Comparison(
         rows,
         only_base=[name for name in base if name not in new],
         only_new=[name for name in new if name not in base],
         threshold=threshold,
         statistics=tuple(statistics),
+        min_seconds=min_seconds,
     )
 
 
@@ -143,6 +157,8 @@ def render(comparison: Comparison) -> str:
         if names:
             lines.append(f"only in {side} (not gated): {', '.join(names)}")
     gate = f"{', '.join(comparison.statistics)} past {comparison.threshold:.0%}"
+    if comparison.min_seconds:
+        gate += f" and {comparison.min_seconds:g} s"
     if comparison.regressions:
         names = ", ".join(f"{r.metric} {r.statistic} ×{r.ratio:.2f}" for r in comparison.regressions)
         lines.append(f"REGRESSION ({gate}): {names}")
@@ -151,8 +167,15 @@ def render(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def run(base: Path, new: Path, threshold: float, statistics: Sequence[str], only: Sequence[str]) -> int:
+def run(
+    base: Path,
+    new: Path,
+    threshold: float = DEFAULT_THRESHOLD,
+    statistics: Sequence[str] = DEFAULT_STATISTICS,
+    only: Sequence[str] = (),
+    min_seconds: float = DEFAULT_MIN_SECONDS,
+) -> int:
     """Print the comparison; the exit status (0 no regression, 1 regression). Raises CompareError on misuse."""
-    comparison = compare(load_metrics(base), load_metrics(new), threshold, statistics, only)
+    comparison = compare(load_metrics(base), load_metrics(new), threshold, statistics, only, min_seconds)
     print(render(comparison))
     return REGRESSED if comparison.regressions else OK

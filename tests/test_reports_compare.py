@@ -42,7 +42,7 @@ def test_a_regression_past_the_threshold_fails(tmp_path: Path, capsys: pytest.Ca
     status, out, _ = gate(capsys, base, slower)
     assert status == compare.REGRESSED
     assert "time_to_schedule [s]" in out and "1.50" in out and "REGRESSED" in out
-    assert "REGRESSION (p50, p95 past 20%): time_to_schedule p50 ×1.50" in out
+    assert "REGRESSION (p50, p95 past 20% and 1 s): time_to_schedule p50 ×1.50" in out
 
 
 def test_an_improvement_and_a_change_within_the_threshold_pass(
@@ -59,6 +59,17 @@ def test_the_threshold_option_moves_the_gate(tmp_path: Path, capsys: pytest.Capt
     base, slower = run_dir(tmp_path, "base", 1.0), run_dir(tmp_path, "slower", 1.15)
     assert gate(capsys, base, slower, "--threshold", "0.1")[0] == compare.REGRESSED
     assert gate(capsys, base, slower / "summary.json", "--threshold", "0.5")[0] == compare.OK
+
+
+def test_latencies_within_the_timestamp_resolution_do_not_regress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Sub-second gangs: ×1.5 is a ratio past 20 % but at most 0.5 s slower, below Kubernetes' 1 s timestamps.
+    base, slower = run_dir(tmp_path, "base", 0.1), run_dir(tmp_path, "slower", 0.15)
+    status, out, _ = gate(capsys, base, slower)
+    assert status == compare.OK and "1.50" in out
+    assert gate(capsys, base, slower, "--min-seconds", "0")[0] == compare.REGRESSED
+    assert gate(capsys, base, slower, "--min-seconds", "-1")[0] == compare.USAGE
 
 
 def test_only_the_chosen_statistics_and_metrics_are_gated(tmp_path: Path) -> None:
