@@ -86,7 +86,13 @@ def load_metrics(path: Path) -> dict[str, dict]:
     except (OSError, ValueError) as exc:
         raise CompareError(f"{summary} is not readable JSON ({exc}): regenerate it with `reports generate`") from exc
     metrics = data.get("metrics") if isinstance(data, dict) else None
-    return metrics if isinstance(metrics, dict) else {}
+    if not isinstance(metrics, dict):
+        return {}
+    for name, stats in metrics.items():
+        values = [stats.get(s) for s in STATISTICS if s in stats] if isinstance(stats, dict) else [None]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            raise CompareError(f"{summary}: metric {name!r} is malformed: regenerate it with `reports generate`")
+    return metrics
 
 
 def regressed(base: float, new: float, better: str, threshold: float, floor: float = 0.0) -> bool:

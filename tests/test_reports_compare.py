@@ -116,6 +116,11 @@ def test_misuse_ends_in_one_clear_message(tmp_path: Path, capsys: pytest.Capture
     status, _, err = gate(capsys, broken, base)
     assert status == compare.USAGE and "is not readable JSON" in err
 
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text(json.dumps({"metrics": {"time_to_schedule": {"p50": "fast"}}}))
+    status, _, err = gate(capsys, base, malformed)
+    assert status == compare.USAGE and "'time_to_schedule' is malformed" in err
+
     status, _, err = gate(capsys, base, base, "--metric", "nonexistent")
     assert status == compare.USAGE and "no metric named nonexistent" in err
 

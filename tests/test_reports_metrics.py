@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.reports import generate, metrics, perfplots
+from kai_conformance.reports import generate, metrics, perfplots, plot
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord, PodTimes
 from kai_conformance.reports.runinfo import RunInfo
@@ -110,3 +110,12 @@ def test_empty_run_has_no_performance_section(tmp_path: Path) -> None:
     assert json.loads(written.json.read_text())["metrics"] == {}
     assert 'id="performance"' not in written.html.read_text()
     assert "### Performance" not in written.markdown.read_text()
+
+
+def test_the_cdf_axis_starts_at_zero_latency() -> None:
+    found = metrics.collect([[record(big=BIG)]])  # time to schedule 5 s, bind spread 4 s: no sample near 0
+    svg = ET.fromstring(perfplots.latency_cdf(found))
+    lines = list(svg.iter(f"{SVG}polyline"))
+    first_x = [float(line.get("points", "").split()[0].split(",")[0]) for line in lines]
+    assert len(lines) == 2 and all(x > plot.LEFT + 100 for x in first_x)
+    assert "0 s" in [t.text for t in svg.iter(f"{SVG}text")]
