@@ -3,6 +3,7 @@
 python -m kai_conformance.reports merge OUT DIR1 DIR2 ...   one report and one matrix from several report directories
 python -m kai_conformance.reports generate DIR              rewrite DIR's reports from its records (e.g. after a crash)
 python -m kai_conformance.reports sample OUT                a made-up report showing every status (demo, screenshot)
+python -m kai_conformance.reports compare BASE NEW          exit 1 when NEW's metrics regressed past a threshold
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kai_conformance.reports import generate
+from kai_conformance.reports import compare, generate, metrics
 
 
 def _print(written: generate.Written, step_summary: bool = True) -> None:
@@ -37,7 +38,30 @@ def main(argv: list[str] | None = None) -> int:
     regenerate.add_argument("--title", default=generate.DEFAULT_TITLE)
     sample = commands.add_parser("sample", help="write a sample report (made-up data) into OUT")
     sample.add_argument("out", type=Path)
+    gate = commands.add_parser(
+        "compare",
+        help="compare the performance metrics of two reports; exit 1 on a regression past the threshold",
+        description="BASE and NEW are report directories or summary.json files; exit 0 no regression, "
+        "1 regression, 2 usage error. See docs/reports.md.",
+    )
+    gate.add_argument("base", type=Path, help="the base report directory (or its summary.json), e.g. main's")
+    gate.add_argument("new", type=Path, help="the new report directory (or its summary.json), e.g. the PR's")
+    gate.add_argument("--threshold", type=float, default=compare.DEFAULT_THRESHOLD,
+                      help="allowed slowdown as a fraction (default %(default)s = 20 %%)")  # fmt: skip
+    gate.add_argument("--min-seconds", type=float, default=compare.DEFAULT_MIN_SECONDS,
+                      help="a latency must also be this many seconds slower to regress (default %(default)s: the "
+                      "Kubernetes timestamps behind it are whole seconds)")  # fmt: skip
+    gate.add_argument("--metric", action="append", default=[], help="compare only this metric (repeatable)")
+    gate.add_argument("--statistic", action="append", choices=metrics.STATISTICS,
+                      help="gate on this statistic (repeatable; default p50 and p95)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        try:
+            statistics = args.statistic or compare.DEFAULT_STATISTICS
+            return compare.run(args.base, args.new, args.threshold, statistics, args.metric, args.min_seconds)
+        except compare.CompareError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return compare.USAGE
     try:
         if args.command == "merge":
             _print(generate.merge(args.out, args.dirs, args.title))

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import plot, timeline
+from kai_conformance.reports import metrics, perfplots, plot, timeline
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 from kai_conformance.reports.runinfo import flatten, gpu_topology
 
@@ -44,6 +44,14 @@ def svg_series(case: Case) -> Markup:
     return Markup(plot.render(case.record.series, f"observed over time in {case.title}"))  # the SVG escapes its texts
 
 
+def svg_latency_cdf(measured: list[metrics.Metric]) -> Markup:
+    return Markup(perfplots.latency_cdf(measured))  # the SVG escapes its texts
+
+
+def svg_latency_by_gang_size(measured: list[metrics.Metric]) -> Markup:
+    return Markup(perfplots.latency_by_gang_size(measured))  # the SVG escapes its texts
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -54,7 +62,14 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(when=when, duration=duration, flatten=flatten, gpu_topology=gpu_topology)
     env.globals.update(
-        svg_timeline=svg_timeline, svg_series=svg_series, Status=Status, STATUS_ORDER=STATUS_ORDER, AREAS=AREAS
+        svg_timeline=svg_timeline,
+        svg_series=svg_series,
+        svg_latency_cdf=svg_latency_cdf,
+        svg_latency_by_gang_size=svg_latency_by_gang_size,
+        Status=Status,
+        STATUS_ORDER=STATUS_ORDER,
+        AREAS=AREAS,
+        STATISTICS=metrics.STATISTICS,
     )
     return env
 
@@ -64,5 +79,9 @@ def render(report: Report, artifacts: dict[str, str] | None = None) -> str:
     env = _environment()
     css = (TEMPLATES / "report.css").read_text()
     return env.get_template("report.html.j2").render(
-        report=report, css=Markup(css), artifacts=artifacts or {}, verdict=report.verdict
+        report=report,
+        css=Markup(css),
+        artifacts=artifacts or {},
+        verdict=report.verdict,
+        measured=metrics.of_report(report),
     )

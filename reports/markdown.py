@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
+from kai_conformance.reports import metrics
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
@@ -40,6 +41,18 @@ def _details(case: Case) -> str:
         lines.append("Diagnostics: " + ", ".join(f"`{link}`" for _, link in case.attachments))
     lines += ["", "</details>"]
     return "\n".join(lines)
+
+
+def _metrics_table(measured: list[metrics.Metric]) -> list[str]:
+    if not measured:
+        return []
+    out = ["### Performance", "", "| Metric | Unit | Count | " + " | ".join(metrics.STATISTICS) + " |",
+           "| --- | --- | ---: | " + " | ".join("---:" for _ in metrics.STATISTICS) + " |"]  # fmt: skip
+    for metric in measured:
+        stats = metric.stats
+        values = " | ".join(f"{stats[name]:.3g}" for name in metrics.STATISTICS)
+        out.append(f"| {metric.name} | {metric.unit} | {stats['count']} | {values} |")
+    return [*out, "", "<sub>Nearest-rank percentiles; the HTML report plots them.</sub>", ""]
 
 
 def render(report: Report, html_name: str = "report.html") -> str:
@@ -87,6 +100,7 @@ def render(report: Report, html_name: str = "report.html") -> str:
                     cells.append(f"{cell.status.symbol} {cell.ratio}" if cell and cell.status else "·")
                 out.append(f"| {_cell(behaviour.title)} | " + " | ".join(cells) + " |")
         out.append("")
+    out += _metrics_table(metrics.of_report(report))
     for run in report.runs:
         versions = run.component_versions()
         if versions:

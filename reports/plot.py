@@ -51,20 +51,37 @@ def _marker(kind: str, x: float, y: float, colour: str) -> str:
     return f'<path d="M{x:.1f},{y - 4:.1f} L{x + 4:.1f},{y + 3:.1f} L{x - 4:.1f},{y + 3:.1f} Z" fill="{colour}"/>'
 
 
-def render(series: Series, label: str = "observed values") -> str:
-    """One SVG with a line per series (in the given order), or "" when no series has a point."""
+def render(
+    series: Series,
+    label: str = "observed values",
+    *,
+    origin: float | None = None,
+    x_unit: str = " s",
+    y_unit: str = "",
+    lines: bool = True,
+    x_min_step: float = 0.0,
+    x_max: float | None = None,
+) -> str:
+    """One SVG with a line per series (in the given order), or "" when no series has a point.
+
+    By default x is a time axis from the first point, ticks labelled in seconds since it. ``origin`` fixes where
+    the x axis starts instead (e.g. 0 for a latency axis); ``x_unit`` and ``y_unit`` suffix the tick labels;
+    ``lines=False`` draws the points only (a scatter plot, e.g. latency by gang size); ``x_min_step`` keeps x
+    ticks at least that far apart (1 for a count such as a gang size); ``x_max`` extends the x axis at least
+    that far (so that points at the largest x are not drawn on the plot's edge).
+    """
     drawn = {name: sorted(points) for name, points in series.items() if points}
     if not drawn:
         return ""
     times = [t for points in drawn.values() for t, _ in points]
     values = [v for points in drawn.values() for _, v in points]
-    start = min(times)
-    t_span = max(max(times) - start, 1.0)
+    start = min(times) if origin is None else min(origin, *times)
+    t_span = max(max(times) - start, 1.0, (x_max or start) - start)
     low, high = min(0.0, *values), max(values)
     v_step = _nice_step(max(high - low, 1.0), 5)
     v_top = math.ceil(high / v_step) * v_step if high > 0 else v_step
     v_bottom = math.floor(low / v_step) * v_step
-    t_step = _nice_step(t_span, 8)
+    t_step = max(_nice_step(t_span, 8), x_min_step)
 
     def x(t: float) -> float:
         return LEFT + (t - start) / t_span * (RIGHT - LEFT)
@@ -83,7 +100,7 @@ def render(series: Series, label: str = "observed values") -> str:
     while tick <= v_top + 1e-9:
         out.append(
             f'<line x1="{LEFT}" y1="{y(tick):.1f}" x2="{RIGHT}" y2="{y(tick):.1f}" stroke="{GRID}" stroke-width="0.8"/>'
-            f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" fill="{MUTED}" text-anchor="end">{tick:g}</text>'
+            f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" fill="{MUTED}" text-anchor="end">{tick:g}{escape(y_unit)}</text>'
         )
         tick += v_step
     tick = 0.0
@@ -91,7 +108,7 @@ def render(series: Series, label: str = "observed values") -> str:
         out.append(
             f'<line x1="{x(start + tick):.1f}" y1="{BOTTOM}" x2="{x(start + tick):.1f}" y2="{BOTTOM + 5}" '
             f'stroke="{MUTED}"/><text x="{x(start + tick):.1f}" y="{BOTTOM + 18}" fill="{MUTED}" '
-            f'text-anchor="middle">{tick:g} s</text>'
+            f'text-anchor="middle">{tick + (0 if origin is None else start):g}{escape(x_unit)}</text>'
         )
         tick += t_step
     out.append(f'<line x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}" stroke="{MUTED}"/>')
@@ -100,11 +117,13 @@ def render(series: Series, label: str = "observed values") -> str:
         marker = MARKERS[index % len(MARKERS)]
         path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
         every = max(1, math.ceil(len(points) / MAX_MARKERS))
-        tip = f"{name}: " + ", ".join(f"{v:g} at +{t - start:.1f} s" for t, v in points[:: max(1, len(points) // 8)])
+        at = (lambda t: f"+{t - start:.1f} s") if origin is None else (lambda t: f"{t:g}{x_unit}")
+        tip = f"{name}: " + ", ".join(f"{v:g}{y_unit} at {at(t)}" for t, v in points[:: max(1, len(points) // 8)])
         out.append(f"<g><title>{escape(tip)}</title>")
         stroke = f'stroke="{colour}" stroke-width="2"' + (f' stroke-dasharray="{dash}"' if dash else "")
-        out.append(f'<polyline points="{path}" fill="none" {stroke}/>')
-        out += [_marker(marker, x(t), y(v), colour) for t, v in points[::every]]
+        if lines:
+            out.append(f'<polyline points="{path}" fill="none" {stroke}/>')
+        out += [_marker(marker, x(t), y(v), colour) for t, v in (points[::every] if lines else points)]
         out.append("</g>")
         column, row = index % 2, index // 2
         lx, ly = LEFT + column * (RIGHT - LEFT) / 2, HEIGHT + row * LEGEND_ROW

@@ -63,6 +63,7 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
             duration=8.9,
             params={"case": "2x4-gpus"},
             verdicts=[DetectorVerdict("gang-all-or-nothing", True, "all 2 pods of trainjob-wide bound within 0.1 s")],
+            timelines={"trainjob-wide": _gang("trainjob-wide", 2, T0 + 12, [T0 + 13.4, T0 + 13.5])},
         ),
     ]
     if old:
