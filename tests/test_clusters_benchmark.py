@@ -13,9 +13,13 @@ pytestmark = pytest.mark.usefixtures("fast_polling")
 def test_benchmark_figures(capsys: pytest.CaptureFixture[str]) -> None:
     figures = benchmark.run(cases=20, trials=3)
     assert set(figures) == {"case_fixtures", "scheduling_guard", "wait_reaction"}
-    # A wasted poll in teardown (10 ms here) would show: the fixtures cost well under a millisecond each.
-    assert figures["case_fixtures"]["mean_ms"] < 5
-    assert figures["scheduling_guard"]["mean_ms"] < 5
-    assert 0 < figures["wait_reaction"]["max_ms"] < 10 + 40  # one poll plus scheduling noise
+    # A wasted poll in teardown (10 ms here) would add at least 10 ms to every case's mean; the fixtures cost well
+    # under a millisecond each, and the bounds leave room for a loaded CI machine (the figures themselves are
+    # measured by scripts/benchmark.py, not here).
+    assert figures["case_fixtures"]["mean_ms"] < 9
+    assert figures["scheduling_guard"]["mean_ms"] < 9
+    # Reaction within about one shortened poll (10 ms); a wait ignoring the interval would take the default 250 ms.
+    assert 0 < figures["wait_reaction"]["mean_ms"] < 10 + 20
+    assert figures["wait_reaction"]["max_ms"] < 250
     assert benchmark.main(["--cases", "3", "--trials", "1"]) == 0
     assert "wait reaction latency (poll 0.01 s; target <= 500 ms)" in capsys.readouterr().out
