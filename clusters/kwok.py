@@ -22,6 +22,7 @@ from typing import Any
 
 from kai_conformance.clusters import kwok_stages
 from kai_conformance.clusters.catalog import FakeNodes, Topology, fake_node_name
+from kai_conformance.clusters.gpus import gpu_count
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.readiness import wait_deployments
@@ -59,7 +60,8 @@ def fake_node(name: str, index: int, fake: FakeNodes, run_id: str) -> dict[str, 
         "kind": "Node",
         "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
         "spec": {"taints": [dict(KWOK_TAINT)]},
-        # Status on create is kept for Nodes (kwok's documented way to give a fake node its capacity).
+        # Sent as a status patch after the apply (server-side apply leaves an existing node's status alone); kwok's
+        # node-initialize stage keeps what it finds in capacity/allocatable (kustomize/stage/node/fast).
         "status": {"capacity": dict(resources), "allocatable": dict(resources)},
     }
     return stamp(node, run_id)
@@ -87,8 +89,10 @@ def create_fake_nodes(
     nodes = fake_nodes(topology, cluster_name, run_id)
     progress.report(f"fake nodes: creating {len(nodes)} kwok nodes × {topology.fake_nodes.gpus} GPUs")
     for node in nodes:
+        body = {k: v for k, v in node.items() if k != "status"}
         try:
-            kube.apply(node)
+            kube.apply(body)
+            kube.patch(kinds.NODE, node["metadata"]["name"], {"status": node["status"]}, subresource="status")
         except errors.ForeignObject as exc:
             raise errors.UsageError(
                 f"node {node['metadata']['name']} already exists and is not the suite's; the suite never changes a "
@@ -97,7 +101,8 @@ def create_fake_nodes(
     names = [n["metadata"]["name"] for n in nodes]
 
     def probe() -> Observation:
-        ready = {n["metadata"]["name"] for n in kube.list(kinds.NODE, labels=fake_node_selector(run_id)) if _ready(n)}
+        listed = kube.list(kinds.NODE, labels=fake_node_selector(run_id))
+        ready = {n["metadata"]["name"] for n in listed if _ready(n) and gpu_count(n) == topology.fake_nodes.gpus}
         pending = [name for name in names if name not in ready]
         return Observation(not pending, f"{len(names) - len(pending)}/{len(names)} Ready" + (
             f"; e.g. {', '.join(pending[:3])} not yet" if pending else ""))  # fmt: skip
