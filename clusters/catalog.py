@@ -7,6 +7,7 @@ known values.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,6 +335,19 @@ def _fake_nodes(path: Path, raw: dict[str, Any]) -> FakeNodes:
     if fake.nodes_per_rack < 1 or fake.racks_per_zone < 1:
         raise UsageError(f"topology {path}: fake_nodes: nodes_per_rack and racks_per_zone must be at least 1")
     return fake
+
+
+def with_fake_nodes(topology: Topology, count: int | None, gpus: int | None) -> Topology:
+    """The topology with --fake-nodes / --fake-node-gpus applied (each overrides the topology's own value)."""
+    fake = topology.fake_nodes
+    wanted = dataclasses.replace(
+        fake, count=fake.count if count is None else count, gpus=fake.gpus if gpus is None else gpus
+    )
+    problem = fake_nodes_problem(wanted.count, wanted.gpus)
+    if problem:
+        given = " ".join(f"{o} {v}" for o, v in (("--fake-nodes", count), ("--fake-node-gpus", gpus)) if v is not None)
+        raise UsageError(f"{given or 'topology ' + topology.name}: {problem}")
+    return dataclasses.replace(topology, fake_nodes=wanted)
 
 
 def fake_node_name(cluster_name: str, index: int) -> str:
