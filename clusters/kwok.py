@@ -18,6 +18,7 @@ none of its stages; without one it refuses.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kai_conformance.clusters import kwok_stages
@@ -39,6 +40,8 @@ FAKE_NODE_LABEL = "kai-conformance/fake-node"
 #: kwok's controller as its release manifests label it (kustomize/kwok/kustomization.yaml ``app: kwok-controller``).
 CONTROLLER_LABEL = "app=kwok-controller"
 CONTROLLER = ("kube-system", "kwok-controller")
+#: kwok's image, whatever the registry mirror in front of it (hack/manifests.sh sets ``<prefix>/kwok:<version>``).
+KWOK_IMAGE = re.compile(r"/kwok/kwok(?::|@|$)")
 #: What a fake node offers besides GPUs: enough that GPUs, not CPU or memory, bound what fits.
 NODE_RESOURCES = {"cpu": "128", "memory": "1Ti", "pods": "110"}
 
@@ -152,6 +155,16 @@ def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str) -> dict[str, A
     return {"version": pin["version"], "origin": pin["controller"], "objects": len(applied), "stages": stages}
 
 
+def _controllers(kube: KubeApi) -> list[dict[str, Any]]:
+    """kwok's controller Deployments: by the release's label, else by kwok's image (an install of one's own)."""
+    labelled = kube.list(kinds.DEPLOYMENT, labels=CONTROLLER_LABEL)
+    if labelled:
+        return labelled
+    return [d for d in kube.list(kinds.DEPLOYMENT) if any(
+        KWOK_IMAGE.search(c.get("image", ""))
+        for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []))]  # fmt: skip
+
+
 def detect_kwok(kube: KubeApi, declared: bool) -> dict[str, Any]:
     """On an existing cluster: the kwok that runs there, or one clear refusal."""
     try:
@@ -159,13 +172,17 @@ def detect_kwok(kube: KubeApi, declared: bool) -> dict[str, Any]:
         crd = True
     except errors.KindNotServed:
         crd = False
-    controllers = kube.list(kinds.DEPLOYMENT, labels=CONTROLLER_LABEL) if crd else []
+    controllers = _controllers(kube) if crd else []
     if declared:
         return {"origin": "declared by --kwok-managed", "stage_crd": crd}
     if crd and controllers:
         meta = controllers[0]["metadata"]
         return {"origin": f"found: Deployment {meta.get('namespace')}/{meta['name']}", "stage_crd": True}
-    missing = "no kwok Stage CRD (stages.kwok.x-k8s.io)" if not crd else f"no Deployment labelled {CONTROLLER_LABEL}"
+    missing = (
+        "no kwok Stage CRD (stages.kwok.x-k8s.io)"
+        if not crd
+        else f"no Deployment labelled {CONTROLLER_LABEL} or running kwok's image"
+    )
     raise errors.UsageError(
         f"--fake-nodes needs kwok on the existing cluster, and it has {missing}; the suite installs kwok only on "
         "kind. fix: install kwok (`kubectl apply -f https://github.com/kubernetes-sigs/kwok/releases/download/"

@@ -287,20 +287,27 @@ def test_an_existing_cluster_without_kwok_is_refused_in_one_message_and_nothing_
 def test_an_existing_cluster_with_a_stage_crd_but_no_controller_is_refused(
     stack: SimulatedStack, fake: FakeKube, tmp_path: Path
 ) -> None:
-    with pytest.raises(errors.UsageError, match="no Deployment labelled app=kwok-controller"):
+    fake.put(deployment("kwok-lookalike", "kube-system", "registry.k8s.io/notkwok/kwok-ish:v1"))
+    with pytest.raises(errors.UsageError, match="no Deployment labelled app=kwok-controller or running kwok's image"):
         acquire(with_nodes(existing_settings(tmp_path), 2), run_context(tmp_path), toolbox(stack))
 
 
-@pytest.mark.parametrize("how", ["found", "declared"])
+@pytest.mark.parametrize("how", ["found", "found by image", "declared"])
 def test_an_existing_clusters_kwok_is_used_and_its_stages_left_alone(
     stack: SimulatedStack, fake: FakeKube, tmp_path: Path, how: str
 ) -> None:
     if how == "found":
         fake.put(deployment("kwok-controller", "kube-system", "registry.k8s.io/kwok/kwok:v0.8.0",
                             {"app": "kwok-controller"}))  # fmt: skip
+    if how == "found by image":
+        fake.put(deployment("fake-kubelet", "sim", "mirror.example.com/kwok/kwok:v0.7.0"))
     settings = with_nodes(existing_settings(tmp_path, kwok_managed=how == "declared"), 2)
     state = acquire(settings, run_context(tmp_path), toolbox(stack))
-    assert state.stack["kwok"]["origin"].startswith({"found": "found: Deployment", "declared": "declared"}[how])
+    assert state.stack["kwok"]["origin"].startswith(
+        {"found": "found: Deployment kube-system/", "found by image": "found: Deployment sim/", "declared": "declared"}[
+            how
+        ]
+    )
     assert fake.objects(kinds.KWOK_STAGE) == []  # the suite installs no stage on a cluster it does not own
     assert fake_node_names(fake) == ["prod-kwok-0001", "prod-kwok-0002"]  # named after the context
     release(settings, run_context(tmp_path), toolbox(stack))
