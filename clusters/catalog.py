@@ -7,6 +7,7 @@ known values.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,9 @@ VERSIONS_FILE = CLUSTERS_DIR / "versions.yaml"
 TOPOLOGIES_DIR = CLUSTERS_DIR / "topologies"
 #: Label the suite puts on each worker (kind config) so GPU counts map onto nodes by index, not by name.
 WORKER_INDEX_LABEL = "kai-conformance/worker-index"
+#: The topology levels of the suite's clusters (docs/clusters.md, "Topologies").
+ZONE_LABEL = "kai-conformance/zone"
+RACK_LABEL = "kai-conformance/rack"
 #: kind sets node labels through kubelet ``--node-labels``, which refuses keys in the kubernetes.io / k8s.io
 #: namespaces except these (kubelet flag validation; kubernetes-sigs/kind#3536): ``kind create cluster`` fails.
 KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
@@ -70,12 +74,47 @@ class NodeSpec:
     labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
+#: The most fake nodes one run may add (--fake-nodes, a topology's fake_nodes.count): kwok itself handles thousands,
+#: but every fake node is a Node object the API server, KAI's scheduler cache and the suite's polls carry; past this
+#: the run measures the control plane of a laptop-sized kind cluster, not scheduling.
+MAX_FAKE_NODES = 1000
+#: The most GPUs one fake node may advertise (a DGX-class node has 8; 64 leaves room for odd layouts).
+MAX_FAKE_NODE_GPUS = 64
+
+
+@dataclass(frozen=True)
+class FakeNodes:
+    """kwok-managed nodes added to the cluster (clusters/kwok.py): ``count`` × ``gpus`` fake GPUs, spread over racks
+    of ``nodes_per_rack`` nodes and zones of ``racks_per_zone`` racks (labels as the kind workers carry them)."""
+
+    count: int = 0
+    gpus: int = 8
+    nodes_per_rack: int = 8
+    racks_per_zone: int = 4
+    labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def node_labels(self, index: int) -> dict[str, str]:
+        rack = index // self.nodes_per_rack
+        zone = rack // self.racks_per_zone
+        return {**self.labels, ZONE_LABEL: f"zone-{zone + 1}", RACK_LABEL: f"rack-{rack + 1}"}
+
+
+def fake_nodes_problem(count: int, gpus: int) -> str | None:
+    """Why ``count`` fake nodes of ``gpus`` GPUs cannot be made, or ``None``."""
+    if count < 0 or count > MAX_FAKE_NODES:
+        return f"a fake-node count must be 0..{MAX_FAKE_NODES}, not {count}"
+    if gpus < 1 or gpus > MAX_FAKE_NODE_GPUS:
+        return f"GPUs per fake node must be 1..{MAX_FAKE_NODE_GPUS}, not {gpus}"
+    return None
+
+
 @dataclass(frozen=True)
 class Topology:
     name: str
     description: str
     nodes: tuple[NodeSpec, ...]
     kind_extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    fake_nodes: FakeNodes = field(default_factory=FakeNodes)
 
     @property
     def workers(self) -> tuple[NodeSpec, ...]:
@@ -88,8 +127,14 @@ class Topology:
     def layout(self, cluster_name: str) -> GpuLayout:
         """The GPU layout this topology gives a kind cluster named ``cluster_name``."""
         names = self.kind_node_names(cluster_name)
+        kind_nodes = tuple(GpuNode(name, w.gpus, dict(w.labels)) for name, w in zip(names, self.workers, strict=True))
+        return GpuLayout(kind_nodes + self.fake_layout(cluster_name).nodes)
+
+    def fake_layout(self, cluster_name: str) -> GpuLayout:
+        """The kwok nodes of this topology (named by :func:`fake_node_name`)."""
+        fake = self.fake_nodes
         return GpuLayout(
-            tuple(GpuNode(name, w.gpus, dict(w.labels)) for name, w in zip(names, self.workers, strict=True))
+            tuple(GpuNode(fake_node_name(cluster_name, i), fake.gpus, fake.node_labels(i)) for i in range(fake.count))
         )
 
 
@@ -100,6 +145,8 @@ class Catalog:
     combinations: tuple[Combination, ...]
     kubernetes: dict[str, dict[str, Any]]
     tools: dict[str, Any]
+    #: kwok release pinned for fake nodes: version, controller (kwok.yaml URL), stages (stage-fast.yaml URL)
+    kwok: dict[str, str] = field(default_factory=dict)
 
     # ---------------------------------------------------------------------------------------------- loading
     @classmethod
@@ -129,6 +176,7 @@ class Catalog:
                 combinations=combinations,
                 kubernetes={str(k): dict(v) for k, v in raw["kubernetes"].items()},
                 tools=dict(raw.get("tools") or {}),
+                kwok={str(k): str(v) for k, v in (raw.get("kwok") or {}).items()},
             )
         except (KeyError, TypeError) as exc:
             raise UsageError(f"{path} is malformed: missing or wrong entry {exc}") from exc
@@ -264,7 +312,47 @@ def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topolo
             f"topology {path}: its kind: section may not set {clashing}; the suite writes them from nodes: "
             "and the --cluster-name / --k8s-version options"
         )
-    return Topology(path.stem, str(raw.get("description", "")), nodes, kind_extra)
+    return Topology(path.stem, str(raw.get("description", "")), nodes, kind_extra, _fake_nodes(path, raw))
+
+
+def _fake_nodes(path: Path, raw: dict[str, Any]) -> FakeNodes:
+    section = raw.get("fake_nodes")
+    if section is None:
+        return FakeNodes()
+    try:
+        fake = FakeNodes(
+            count=int(section.get("count", 0)),
+            gpus=int(section.get("gpus", 8)),
+            nodes_per_rack=int(section.get("nodes_per_rack", 8)),
+            racks_per_zone=int(section.get("racks_per_zone", 4)),
+            labels={str(k): str(v) for k, v in (section.get("labels") or {}).items()},
+        )
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise UsageError(f"topology {path}: fake_nodes is malformed: {exc}") from exc
+    problem = fake_nodes_problem(fake.count, fake.gpus)
+    if problem:
+        raise UsageError(f"topology {path}: fake_nodes: {problem}")
+    if fake.nodes_per_rack < 1 or fake.racks_per_zone < 1:
+        raise UsageError(f"topology {path}: fake_nodes: nodes_per_rack and racks_per_zone must be at least 1")
+    return fake
+
+
+def with_fake_nodes(topology: Topology, count: int | None, gpus: int | None) -> Topology:
+    """The topology with --fake-nodes / --fake-node-gpus applied (each overrides the topology's own value)."""
+    fake = topology.fake_nodes
+    wanted = dataclasses.replace(
+        fake, count=fake.count if count is None else count, gpus=fake.gpus if gpus is None else gpus
+    )
+    problem = fake_nodes_problem(wanted.count, wanted.gpus)
+    if problem:
+        given = " ".join(f"{o} {v}" for o, v in (("--fake-nodes", count), ("--fake-node-gpus", gpus)) if v is not None)
+        raise UsageError(f"{given or 'topology ' + topology.name}: {problem}")
+    return dataclasses.replace(topology, fake_nodes=wanted)
+
+
+def fake_node_name(cluster_name: str, index: int) -> str:
+    """``<cluster>-kwok-0001``: one per index, so a re-run of the same cluster finds (and replaces) its own."""
+    return f"{cluster_name}-kwok-{index + 1:04d}"
 
 
 def node_label_problem(key: str) -> str | None:

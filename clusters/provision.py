@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind
+from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind, kwok
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.common import LABELS
@@ -134,12 +134,21 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         kubeconfig=state.kubeconfig,
         context=state.context,
     )
+    fake_nodes = settings.topology.fake_nodes.count
+    kwok_record = None
+    if fake_nodes and state.provider != "kind":  # refuse before anything is installed or created
+        kwok_record = kwok.detect_kwok(kube, settings.kwok_managed)
     steps: dict[str, Callable[[], Any]] = {"stack": lambda: (install_stack if settings.install else verify_stack)(ctx)}
     if state.provider == "kind":
         steps["fake GPUs"] = lambda: gpus.fake_gpus(
             tools.client(state.kubeconfig, state.context), settings.topology, state.name, settings.timeouts
         )
     done = in_parallel(steps)
+    layout = dict(done.get("fake GPUs", state.gpus))
+    if fake_nodes:
+        if kwok_record is None:
+            kwok_record = kwok.install_kwok(ctx, kube, run.run_id)
+        layout.update(kwok.create_fake_nodes(kube, settings.topology, state.name, run.run_id, settings.timeouts))
     suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
     if settings.install and (state.provider == "kind" or gpu_sharing.has_fake_gpu_nodes(kube)):
         suite_objects += gpu_sharing.ensure_fraction_runtime_class(kube, run.run_id)  # fake GPUs have no `nvidia`
@@ -153,12 +162,14 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         "suite_objects": suite_objects,
         "behaviour": behaviour,
     }
+    if kwok_record is not None:
+        stack["kwok"] = {**kwok_record, "fake_nodes": fake_nodes}
     if state.provider == "kind":
         stack.update(
             topology=settings.topology.name, node_image=settings.node_image,
             loaded_images=list(settings.sources.load_images),
         )  # fmt: skip
-    ready = dataclasses.replace(state, gpus=done.get("fake GPUs", state.gpus), stack=stack, ready=True)
+    ready = dataclasses.replace(state, gpus=layout, stack=stack, ready=True)
     ready.save(run.state_dir)
     progress.report(f"cluster {ready.name} ready: {_versions(done['stack'])}; GPUs {_gpus(ready.gpus)}")
     return ready
@@ -192,6 +203,9 @@ def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
         return
     (run.state_dir / RELEASED_FILE).write_text(state.name)
     tools = tools or Toolbox()
+    deleting = state.provider == "kind" and state.created_by_run and not state.kept
+    if settings.topology.fake_nodes.count and not deleting:  # a deleted kind cluster takes its nodes with it
+        _remove_fake_nodes(state, settings, run, tools)
     try:
         if state.provider == "existing":
             _remove_suite_objects(state, settings, run, tools)
@@ -207,6 +221,17 @@ def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
         progress.report(f"teardown of cluster {state.name} failed: {exc}")
     finally:
         tools.close()
+
+
+def _remove_fake_nodes(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:
+    """Its own step: a failure here is reported and never keeps the rest of the teardown from running."""
+    try:
+        kwok.remove_fake_nodes(tools.client(state.kubeconfig, state.context), run.run_id, settings.timeouts)
+    except Exception as exc:
+        progress.report(
+            f"could not remove the fake nodes of this run: {exc}\nfix: `kubectl delete nodes -l "
+            f"{kwok.fake_node_selector(run.run_id)}`"
+        )
 
 
 def _remove_suite_objects(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:

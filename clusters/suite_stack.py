@@ -72,6 +72,12 @@ def queue(name: str, *, parent: str | None = None, resources: dict[str, Any] | N
     }
 
 
+#: kwok's taint on fake nodes (clusters/kwok.py): tolerated by every workload pod, always. A toleration of a taint no
+#: node carries changes nothing on real clusters, and one pod spec for every run keeps rendered manifests and reports
+#: the same with and without --fake-nodes.
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}
+
+
 def pod_spec(
     image: str,
     *,
@@ -81,6 +87,7 @@ def pod_spec(
 ) -> dict:
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": WORKLOAD_GRACE_SECONDS,
+        "tolerations": [dict(KWOK_TOLERATION)],
         "containers": [
             {
                 "name": container,

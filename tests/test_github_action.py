@@ -36,6 +36,10 @@ NOT_INPUTS = {
     "the report); pytest-args can still pass it on a self-hosted runner",
     "--render-manifests": "touches no cluster and gives no verdict: a plain `kai-conformance --render-manifests=DIR` "
     "step does it",
+    "--fake-nodes": "the scale topologies (topology: scale-100 / scale-500) carry their fake nodes; pytest-args can "
+    "pass another count",
+    "--fake-node-gpus": "same: the topology sets GPUs per fake node; pytest-args can override it",
+    "--kwok-managed": "declares a kwok the suite cannot find on an existing cluster: a rare case pytest-args covers",
 }
 
 

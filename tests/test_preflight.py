@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.clusters.catalog import Catalog, available_topologies
 from kai_conformance.fixtures import errors, preflight
 from tests.fakes.kube import FakeKube
 
@@ -167,7 +167,7 @@ def test_render_mode_names_every_bad_option_in_one_message(tmp_path: Path) -> No
         "unknown version combination 'nope'. Known combinations: "
         + ", ".join(c.name for c in CATALOG.combinations)
         + " (clusters/versions.yaml)",
-        "unknown topology 'nope'; known: pr-gate, release (or a path to a topology YAML file)",
+        f"unknown topology 'nope'; known: {', '.join(available_topologies())} (or a path to a topology YAML file)",
         "--timeout-scale must be positive, got -1.0",
         f"--render-manifests {target} is a file, not a directory",
         "-m 'nosuch' names an unknown marker: nosuch (no case carries it)",

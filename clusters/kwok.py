@@ -1,0 +1,191 @@
+"""Fake GPU nodes managed by kwok (``--fake-nodes N``, topologies scale-100 / scale-500).
+
+A fake node is a Node object the suite creates and kwok plays the kubelet of: kwok manages nodes annotated
+``kwok.x-k8s.io/node=fake`` (its in-cluster default, kwok v0.8.0 kustomize/kwok/kwok.yaml
+``manageNodesWithAnnotationSelector``), and the nodes carry kwok's taint ``kwok.x-k8s.io/node=fake:NoSchedule``
+(site/content/en/docs/user/kwok-manage-nodes-and-pods.md) so nothing but pods that tolerate it lands there. The
+suite's workload pods tolerate it (clusters/suite_stack.py ``pod_spec``).
+
+The nodes are the suite's own objects (ownership labels with the run id, :data:`FAKE_NODE_LABEL`), created by
+server-side apply through :class:`~fixtures.kube.KubeApi` (which refuses to touch a node that is not the suite's),
+and removed at the end of the run, and after a failed provisioning, by :func:`remove_fake_nodes`.
+
+kwok itself: on kind the suite installs the pinned release (clusters/versions.yaml ``kwok``) by server-side apply,
+like JobSet, plus its own pod-ending stages (clusters/kwok_stages.py). On an existing cluster it uses the kwok that
+runs there (its Stage CRD is served and a kwok-controller Deployment exists, or ``--kwok-managed``) and changes
+none of its stages; without one it refuses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kai_conformance.clusters import kwok_stages
+from kai_conformance.clusters.catalog import FakeNodes, Topology, fake_node_name
+from kai_conformance.clusters.gpus import gpu_count
+from kai_conformance.clusters.install import manifests
+from kai_conformance.clusters.install.context import InstallContext
+from kai_conformance.clusters.install.readiness import wait_deployments
+from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SUITE, stamp
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_TAINT = {"key": KWOK_ANNOTATION, "value": "fake", "effect": "NoSchedule"}
+#: Marks the suite's fake nodes, so removal never lists a real node.
+FAKE_NODE_LABEL = "kai-conformance/fake-node"
+#: kwok's controller as its release manifests label it (kustomize/kwok/kustomization.yaml ``app: kwok-controller``).
+CONTROLLER_LABEL = "app=kwok-controller"
+CONTROLLER = ("kube-system", "kwok-controller")
+#: kwok's image, whatever the registry mirror in front of it (hack/manifests.sh sets ``<prefix>/kwok:<version>``).
+KWOK_IMAGE = re.compile(r"/kwok/kwok(?::|@|$)")
+#: What a fake node offers besides GPUs: enough that GPUs, not CPU or memory, bound what fits.
+NODE_RESOURCES = {"cpu": "128", "memory": "1Ti", "pods": "110"}
+
+
+def fake_node(name: str, index: int, fake: FakeNodes, run_id: str) -> dict[str, Any]:
+    """One fake node, stamped as the suite's own for ``run_id``."""
+    resources = {**NODE_RESOURCES, GPU_RESOURCE: str(fake.gpus)}
+    labels = {
+        **fake.node_labels(index),
+        FAKE_NODE_LABEL: "true",
+        "type": "kwok",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/role": "agent",
+    }
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
+        "spec": {"taints": [dict(KWOK_TAINT)]},
+        # Sent as a status patch after the apply (server-side apply leaves an existing node's status alone); kwok's
+        # node-initialize stage keeps what it finds in capacity/allocatable (kustomize/stage/node/fast).
+        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+    }
+    return stamp(node, run_id)
+
+
+def fake_nodes(topology: Topology, cluster_name: str, run_id: str) -> list[dict[str, Any]]:
+    fake = topology.fake_nodes
+    return [fake_node(fake_node_name(cluster_name, i), i, fake, run_id) for i in range(fake.count)]
+
+
+def fake_node_selector(run_id: str | None = None) -> str:
+    selector = f"{MANAGED_BY}={SUITE},{FAKE_NODE_LABEL}=true"
+    return selector + (f",{RUN_LABEL}={run_id}" if run_id else "")
+
+
+def _ready(node: dict[str, Any] | None) -> bool:
+    conditions = (node or {}).get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def create_fake_nodes(
+    kube: KubeApi, topology: Topology, cluster_name: str, run_id: str, timeouts: TimeoutPolicy
+) -> dict[str, int]:
+    """Apply the topology's fake nodes and wait until kwok reports each Ready; returns node → GPUs."""
+    nodes = fake_nodes(topology, cluster_name, run_id)
+    progress.report(f"fake nodes: creating {len(nodes)} kwok nodes × {topology.fake_nodes.gpus} GPUs")
+    for node in nodes:
+        body = {k: v for k, v in node.items() if k != "status"}
+        try:
+            kube.apply(body)
+            kube.patch(kinds.NODE, node["metadata"]["name"], {"status": node["status"]}, subresource="status")
+        except errors.ForeignObject as exc:
+            raise errors.UsageError(
+                f"node {node['metadata']['name']} already exists and is not the suite's; the suite never changes a "
+                "real node. fix: pass another --cluster-name (fake nodes are named <cluster-name>-kwok-NNNN)"
+            ) from exc
+    names = [n["metadata"]["name"] for n in nodes]
+
+    def probe() -> Observation:
+        listed = kube.list(kinds.NODE, labels=fake_node_selector(run_id))
+        ready = {n["metadata"]["name"] for n in listed if _ready(n) and gpu_count(n) == topology.fake_nodes.gpus}
+        pending = [name for name in names if name not in ready]
+        return Observation(not pending, f"{len(names) - len(pending)}/{len(names)} Ready" + (
+            f"; e.g. {', '.join(pending[:3])} not yet" if pending else ""))  # fmt: skip
+
+    try:
+        eventually(probe, what="kwok to report the fake nodes Ready", timeout=timeouts("ready"),
+                   failure=errors.WaitTimeout)  # fmt: skip
+    except errors.WaitTimeout as exc:
+        raise errors.WaitTimeout(
+            f"{exc}\nfix: check kwok's controller (`kubectl -n kube-system logs deploy/kwok-controller`) and that it "
+            f"manages nodes annotated {KWOK_ANNOTATION}=fake"
+        ) from None
+    return {name: topology.fake_nodes.gpus for name in names}
+
+
+def remove_fake_nodes(kube: KubeApi, run_id: str, timeouts: TimeoutPolicy) -> list[str]:
+    """Delete every fake node this run created and wait until they are gone; returns the names removed."""
+    selector = fake_node_selector(run_id)
+    names = [n["metadata"]["name"] for n in kube.list(kinds.NODE, labels=selector)]
+    for name in names:
+        kube.delete(kinds.NODE, name)
+
+    def gone() -> Observation:
+        left = [n["metadata"]["name"] for n in kube.list(kinds.NODE, labels=selector)]
+        return Observation(not left, f"still present: {', '.join(left[:5])}" if left else "gone")
+
+    if names:
+        eventually(gone, what="removal of the fake nodes", timeout=timeouts("cleanup"), failure=errors.WaitTimeout)
+        progress.report(f"fake nodes: removed {len(names)}")
+    return names
+
+
+# ------------------------------------------------------------------------------------------------------ kwok
+def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str) -> dict[str, Any]:
+    """On kind: the pinned kwok release, the release stages the suite keeps, and the suite's own stages."""
+    pin = ctx.settings.catalog.kwok
+    progress.report(f"kwok {pin['version']}: installing from {pin['controller']}")
+    controller, _ = manifests.load(pin["controller"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
+    release_stages, _ = manifests.load(pin["stages"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
+    applied = manifests.apply_all(kube, controller, ctx.timeouts, "kwok")
+    applied += manifests.apply_all(kube, kwok_stages.release_stages_kept(release_stages), ctx.timeouts, "kwok stages")
+    for stage in kwok_stages.suite_stages():
+        kube.apply(stamp(stage, run_id))
+        applied.append(f"Stage {stage['metadata']['name']}")
+    wait_deployments(kube, manifests.deployments_of(controller) or [CONTROLLER], ctx.timeouts, "kwok")
+    stages = [*kwok_stages.KEPT_RELEASE_STAGES, *(s["metadata"]["name"] for s in kwok_stages.suite_stages())]
+    return {"version": pin["version"], "origin": pin["controller"], "objects": len(applied), "stages": stages}
+
+
+def _controllers(kube: KubeApi) -> list[dict[str, Any]]:
+    """kwok's controller Deployments: by the release's label, else by kwok's image (an install of one's own)."""
+    labelled = kube.list(kinds.DEPLOYMENT, labels=CONTROLLER_LABEL)
+    if labelled:
+        return labelled
+    return [d for d in kube.list(kinds.DEPLOYMENT) if any(
+        KWOK_IMAGE.search(c.get("image", ""))
+        for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []))]  # fmt: skip
+
+
+def detect_kwok(kube: KubeApi, declared: bool) -> dict[str, Any]:
+    """On an existing cluster: the kwok that runs there, or one clear refusal."""
+    try:
+        kube.discover(kinds.KWOK_STAGE)
+        crd = True
+    except errors.KindNotServed:
+        crd = False
+    controllers = _controllers(kube) if crd else []
+    if declared:
+        return {"origin": "declared by --kwok-managed", "stage_crd": crd}
+    if crd and controllers:
+        meta = controllers[0]["metadata"]
+        return {"origin": f"found: Deployment {meta.get('namespace')}/{meta['name']}", "stage_crd": True}
+    missing = (
+        "no kwok Stage CRD (stages.kwok.x-k8s.io)"
+        if not crd
+        else f"no Deployment labelled {CONTROLLER_LABEL} or running kwok's image"
+    )
+    raise errors.UsageError(
+        f"--fake-nodes needs kwok on the existing cluster, and it has {missing}; the suite installs kwok only on "
+        "kind. fix: install kwok (`kubectl apply -f https://github.com/kubernetes-sigs/kwok/releases/download/"
+        "v0.8.0/kwok.yaml` and stage-fast.yaml), or pass --kwok-managed if a kwok manages nodes annotated "
+        f"{KWOK_ANNOTATION}=fake, or drop --fake-nodes. No fake node was created."
+    )
