@@ -133,7 +133,8 @@ class Kai(Simulation):
             requested = self._requested()
             for pod in self._all(kinds.POD):
                 node = pod["spec"].get("nodeName") or requested.get(_key(pod))
-                if node and not is_terminating(pod):
+                # A deleted pod holds its GPUs until its containers have ended (terminal phase), as on a node.
+                if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                     left[node] -= gpus_of(pod)
             return left
 
