@@ -30,7 +30,7 @@ from kai_conformance.clusters.install.readiness import wait_deployments
 from kai_conformance.clusters.layout import GPU_RESOURCE
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
-from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SUITE, stamp
+from kai_conformance.fixtures.ownership import owned_selector, stamp
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -76,8 +76,7 @@ def fake_nodes(topology: Topology, cluster_name: str, run_id: str) -> list[dict[
 
 
 def fake_node_selector(run_id: str | None = None) -> str:
-    selector = f"{MANAGED_BY}={SUITE},{FAKE_NODE_LABEL}=true"
-    return selector + (f",{RUN_LABEL}={run_id}" if run_id else "")
+    return f"{owned_selector(run_id)},{FAKE_NODE_LABEL}=true"
 
 
 def _ready(node: dict[str, Any] | None) -> bool:

@@ -7,7 +7,7 @@ installed or verified and the suite's run-wide objects exist:
 1. a leaf queue under the suite's parent queue (KAI schedules only into leaf queues: kai-scheduler.md §2.2) and a
    namespace, both labelled as this run's stack objects (teardown of an existing cluster removes what the probe
    could not; the end-of-run leftovers check is about case objects);
-2. a one-pod Indexed batch/v1 Job with the suite's pod template (:func:`clusters.suite_stack.pod_spec`:
+2. a one-pod Indexed batch/v1 Job with the suite's pod template (:func:`clusters.suite_stack.replicated_job`:
    ``schedulerName: kai-scheduler``, the workload image, no GPU), routed to that queue by the
    ``kai.scheduler/queue`` label (KAI groups a batch Job's pods into one PodGroup, kai-scheduler.md §3.2, §4.5);
 3. the Job controller creates the pod, KAI's podgrouper a PodGroup, KAI's scheduler a BindRequest and its binder
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kai_conformance.clusters.suite_stack import PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX, pod_spec, queue
+from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue, replicated_job
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.ownership import stamp
@@ -49,23 +49,20 @@ WORKLOAD_IMAGE_DOC = "docs/suites.md"
 def probe_objects(namespace: str, queue_name: str, image: str, run_id: str) -> list[Obj]:
     """The probe's queue, namespace and Job, in creation order, labelled as this run's stack objects (the pod
     template too: the probe deletes the pod, and the suite only ever deletes what carries its label)."""
-    template = {"metadata": {"labels": {QUEUE_LABEL: queue_name}}, "spec": pod_spec(image, restart_policy="Never")}
+    # Exactly the suite's runtimes' Job shape (clusters.suite_stack.replicated_job: Indexed, restartPolicy Never,
+    # their per-index limit), with no GPU and no trainer ancestor. The limit matters: while an index may still be
+    # retried, the Job controller keeps a deleted pod's finalizer until the replacement exists (10 s back-off), and
+    # the kubelet ends the pod meanwhile, so the Job counts what the container exited with. With a limit of 0 the
+    # index fails at once and the deletion counts as a failure whatever the image does, which would hide the very
+    # problem this stage looks for.
+    job_template = replicated_job(JOB_NAME, image, ancestor=None, parallelism=1,
+                                  pod_labels={QUEUE_LABEL: queue_name})["template"]  # fmt: skip
+    job_template["spec"]["template"] = stamp(job_template["spec"]["template"], run_id)
     job = {
         "apiVersion": kinds.JOB.api_version,
         "kind": kinds.JOB.kind,
         "metadata": {"name": JOB_NAME, "namespace": namespace, "labels": {QUEUE_LABEL: queue_name}},
-        "spec": {
-            # Exactly the suite's runtimes' Job shape (Indexed, restartPolicy Never, their per-index limit). The
-            # limit matters: while an index may still be retried, the Job controller keeps a deleted pod's finalizer
-            # until the replacement exists (10 s back-off), and the kubelet ends the pod meanwhile, so the Job counts
-            # what the container exited with. With a limit of 0 the index fails at once and the deletion counts as a
-            # failure whatever the image does, which would hide the very problem this stage looks for.
-            "completionMode": "Indexed",
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimitPerIndex": WORKLOAD_BACKOFF_LIMIT_PER_INDEX,
-            "template": stamp(template, run_id),
-        },
+        "spec": job_template["spec"],
     }
     namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     return [stamp(obj, run_id) for obj in (queue(queue_name, parent=PARENT_QUEUE), namespace_obj, job)]
