@@ -63,8 +63,8 @@ from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations_consolidation import PREEMPTION_DELAY_REASON
 from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.snapshot import Snapshot, name_of, node_of, parse_time, uid_of, workload_of
+from kai_conformance.suites.support.steps import assert_evicted_whole, bring, start_filling_gang
 from kai_conformance.suites.support.timing import settle
-from kai_conformance.suites.test_preemption import assert_evicted_whole, bring, start_filling_gang
 
 pytestmark = [pytest.mark.consolidation, pytest.mark.preemption]  # all but the control are serial and disruptive
 

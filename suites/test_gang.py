@@ -29,7 +29,6 @@ from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, skip_unless
 from kai_conformance.suites.support.cases.gang import BlockedGangCase, GangCase
 from kai_conformance.suites.support.detectors.gang import (
-    PartialGangWatch,
     bind_spread,
     gang_all_or_nothing,
     gang_fully_bound,
@@ -40,9 +39,10 @@ from kai_conformance.suites.support.detectors.gang import (
 from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.detectors.verdict import all_of, fires
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.observe import Check, Observer, Workload
+from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.shapes import GangShape, GpuSize, PodCount
 from kai_conformance.suites.support.snapshot import Snapshot
+from kai_conformance.suites.support.steps import never_partial_for_long
 from kai_conformance.suites.support.timing import settle
 
 pytestmark = pytest.mark.gang
@@ -208,11 +208,6 @@ def test_control_the_default_scheduler_places_an_oversized_gang_partially(
 
 
 # ------------------------------------------------------------------------------------------------- shared steps
-def never_partial_for_long(gang: Workload, timeouts: TimeoutPolicy) -> Check:
-    """A guard for the wait while the binder binds: a gang may look partial for a moment, not for longer."""
-    return gang.narrow(PartialGangWatch(gang.size, settle(timeouts)).observe)
-
-
 def assert_bound_together(
     gang: Workload, snap: Snapshot, timeouts: TimeoutPolicy, record: CaseRecorder, expect: Expectations
 ) -> None:

@@ -37,7 +37,6 @@ from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
 from kai_conformance.suites.support.cases.sharing import FractionCase, FractionGangBehindBlocker
 from kai_conformance.suites.support.detectors.gang import (
-    PartialGangWatch,
     gang_fully_bound,
     nothing_bound,
     pods_running,
@@ -54,7 +53,7 @@ from kai_conformance.suites.support.gpu_sharing import (
 )
 from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.snapshot import Obj
-from kai_conformance.suites.support.timing import settle
+from kai_conformance.suites.support.steps import never_partial_for_long
 
 pytestmark = pytest.mark.sharing
 
@@ -204,7 +203,7 @@ def bound_fractions(
         _, bound = gang.bound(
             what=f"[{expect.sharing.name}] all {pods} fractional pods of TrainJob {name} bound",
             timeout=timeouts("schedule"),
-            guard=gang.narrow(PartialGangWatch(pods, settle(timeouts)).observe),
+            guard=never_partial_for_long(gang, timeouts),
         )
     except Exception:  # the binder waits on its reservation pods: say where they are
         record.note(describe_reservations(observer.kube.list(kinds.POD, RESERVATION_NAMESPACE)))

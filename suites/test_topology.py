@@ -37,7 +37,6 @@ from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, skip_unless
 from kai_conformance.suites.support.cases.topology import Fill, Placement, Source, TopologyCase, topology_name
 from kai_conformance.suites.support.detectors.gang import (
-    PartialGangWatch,
     nothing_bound,
     pods_marked_unschedulable,
 )
@@ -48,7 +47,7 @@ from kai_conformance.suites.support.domains import RACK_LABEL, ZONE_LABEL, Domai
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations_topology import UNSATISFIED_MESSAGE
 from kai_conformance.suites.support.observe import Observer, Workload
-from kai_conformance.suites.support.timing import settle
+from kai_conformance.suites.support.steps import never_partial_for_long
 
 pytestmark = pytest.mark.topology
 
@@ -90,7 +89,7 @@ def test_required_placement_binds_the_gang_inside_one_rack(
     snap, bound = gang.bound(
         what=f"[{expect.kai.name}] {case.describe(ctx.layout)} required in one rack, bound",
         timeout=timeouts("schedule"),
-        guard=gang.narrow(PartialGangWatch(gang.size, settle(timeouts)).observe),
+        guard=never_partial_for_long(gang, timeouts),
     )
     record.verdict(bound)
     inside = one_domain(snap, domains.node_domains, "rack")
@@ -150,7 +149,7 @@ def test_preferred_placement_packs_the_gang_and_still_schedules_it_when_no_rack_
     snap, bound = gang.bound(
         what=f"[{expect.kai.name}] {case.describe(ctx.layout)} preferring one rack, bound",
         timeout=timeouts("schedule"),
-        guard=gang.narrow(PartialGangWatch(gang.size, settle(timeouts)).observe),
+        guard=never_partial_for_long(gang, timeouts),
     )
     record.verdict(bound)
     tight = packed(snap, domains.node_domains, "rack", fewest)
