@@ -109,14 +109,10 @@ def create_fake_nodes(
         return Observation(not pending, f"{len(names) - len(pending)}/{len(names)} Ready" + (
             f"; e.g. {', '.join(pending[:3])} not yet" if pending else ""))  # fmt: skip
 
-    try:
-        eventually(probe, what="kwok to report the fake nodes Ready", timeout=timeouts("ready"),
-                   failure=errors.WaitTimeout)  # fmt: skip
-    except errors.WaitTimeout as exc:
-        raise errors.WaitTimeout(
-            f"{exc}\nfix: check kwok's controller (`kubectl -n kube-system logs deploy/kwok-controller`) and that it "
-            f"manages nodes annotated {KWOK_ANNOTATION}=fake"
-        ) from None
+    eventually(probe, what="kwok to report the fake nodes Ready", timeout=timeouts("ready"),
+               failure=errors.WaitTimeout,
+               fix="check kwok's controller (`kubectl -n kube-system logs deploy/kwok-controller`) and that it "
+               f"manages nodes annotated {KWOK_ANNOTATION}=fake")  # fmt: skip
     return {name: topology.fake_nodes.gpus for name in names}
 
 

@@ -73,11 +73,8 @@ def check_crds(kube: KubeApi, component: str, label: str, timeouts: TimeoutPolic
                 pending.append(f"{crd_name(kind)} ({why})" if why else crd_name(kind))
         return Observation(not pending, f"not Established: {', '.join(pending)}" if pending else "Established")
 
-    try:
-        eventually(established, what=f"{label} CRDs to be Established", timeout=timeouts("api"),
-                   failure=errors.WaitTimeout)  # fmt: skip
-    except errors.WaitTimeout as exc:
-        raise errors.WaitTimeout(f"{exc}\nfix: `kubectl describe crd` shows why; {fix}") from None
+    eventually(established, what=f"{label} CRDs to be Established", timeout=timeouts("api"),
+               failure=errors.WaitTimeout, fix=f"`kubectl describe crd` shows why; {fix}")  # fmt: skip
     return "served: " + ", ".join(f"{k.kind} {k.api_version}" for k in wanted)
 
 

@@ -50,14 +50,10 @@ def wait_deployments(kube: KubeApi, refs: list[tuple[str, str]], timeouts: Timeo
         return Observation(not pending, "; ".join(pending) or "all Available")
 
     progress.report(f"{component}: waiting for Deployments to be Available: {names}")
-    try:
-        eventually(probe, what=f"{component} Deployments to be Available", timeout=timeouts("ready"),
-                   failure=errors.WaitTimeout)  # fmt: skip
-    except errors.WaitTimeout as exc:
-        raise errors.WaitTimeout(
-            f"{exc}\nfix: look at the pods and events of {component} (`kubectl get pods,events -n "
-            f"{refs[0][0]}`); image pulls on a slow network may need --timeout-scale 2"
-        ) from None
+    eventually(probe, what=f"{component} Deployments to be Available", timeout=timeouts("ready"),
+               failure=errors.WaitTimeout,
+               fix=f"look at the pods and events of {component} (`kubectl get pods,events -n {refs[0][0]}`); "
+               "image pulls on a slow network may need --timeout-scale 2")  # fmt: skip
     elapsed = time.monotonic() - started
     progress.report(f"{component}: Deployments Available after {elapsed:.1f}s")
     return elapsed
@@ -99,10 +95,7 @@ def webhook_serves(kube: KubeApi, probe: WebhookProbe, timeouts: TimeoutPolicy) 
     what = f"{probe.component} webhook {probe.webhook} to reject an invalid {kind}"
     progress.report(f"waiting for {what}")
     started = time.monotonic()
-    try:
-        result = eventually(attempt, what=what, timeout=timeouts("webhook"), failure=errors.WaitTimeout)
-    except errors.WaitTimeout as exc:
-        raise errors.WaitTimeout(f"{exc}\nfix: {probe.hint}") from None
+    result = eventually(attempt, what=what, timeout=timeouts("webhook"), failure=errors.WaitTimeout, fix=probe.hint)
     progress.report(f"{probe.component}: webhook {probe.webhook} serves ({time.monotonic() - started:.1f}s)")
     return result.summary
 
