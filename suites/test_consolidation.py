@@ -61,7 +61,7 @@ from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations_consolidation import PREEMPTION_DELAY_REASON
-from kai_conformance.suites.support.observe import Observer, Workload
+from kai_conformance.suites.support.observe import About, Observer, Workload
 from kai_conformance.suites.support.snapshot import Snapshot, name_of, node_of, parse_time, uid_of, workload_of
 from kai_conformance.suites.support.steps import assert_evicted_whole, bring, start_filling_gang
 from kai_conformance.suites.support.timing import settle
@@ -105,19 +105,25 @@ def test_a_gang_that_fits_only_after_repacking_is_placed_by_consolidation(
     skip_unless(plan.moved <= expect.consolidation.max_preemptees, f"{plan.moved} fillers to move: over the maximum")
     workspace.apply(case.queue(ctx))
     fillers = {obj["metadata"]["name"]: obj for obj in workspace.apply_all(case.fillers(ctx))}
+    # Failed waits diagnose the chain of the fillers still in play (and, once applied, the gang): not of those
+    # deleted on purpose, whose missing TrainJob would read as a broken link.
+    filler_chains = [observer.workload(name, 1) for name in fillers]
     observer.until(
         lambda s: all_bound(s, dict.fromkeys(fillers, 1)),
         what=f"{row} {len(fillers)} fillers bound, every GPU in use",
         timeout=timeouts("schedule"),
+        about=chains(filler_chains),
     )
 
     kept = fragment(observer.snapshot(), plan.nodes, plan.kept)
     for name in sorted(set(fillers) - set(kept)):
         workspace.delete(fillers[name], wait=False)
+    kept_chains = [f for f in filler_chains if f.name in kept]
     before, fragmented_ = observer.until(
         lambda s: all_of(fragmented(s, plan.nodes, plan.kept), all_bound(s, kept)),
         what=f"{row} {plan.kept} filler(s) left on each GPU node",
         timeout=timeouts("gc"),
+        about=chains(kept_chains),
     )
     record.verdict(fragmented_)
     placed_before = {workload_of(p): uid_of(p) for p in before.bound_pods}
@@ -126,6 +132,7 @@ def test_a_gang_that_fits_only_after_repacking_is_placed_by_consolidation(
     gang = observer.workload("gang", plan.pods)
     gang.visible(timeouts("schedule"))
     watch = PartialGangWatch(plan.pods, settle(timeouts))
+    in_play = chains([gang, *kept_chains])
 
     def consolidated(snap: Snapshot) -> Verdict:
         return all_of(gang_fully_bound(snap.of(gang.name), gang.size), all_bound(snap, kept))
@@ -136,6 +143,7 @@ def test_a_gang_that_fits_only_after_repacking_is_placed_by_consolidation(
         timeout=timeouts("evict"),
         guard=gang.narrow(watch.observe),
         events=True,
+        about=in_play,
     )
     record.verdict(placed)
     _, recorded = observer.until(
@@ -143,9 +151,12 @@ def test_a_gang_that_fits_only_after_repacking_is_placed_by_consolidation(
         what=f"{row} the moved fillers' PodGroups record the consolidation",
         timeout=timeouts("api"),
         events=True,
+        about=in_play,
     )
     record.verdict(recorded)
-    after, held = observer.holds(consolidated, what=f"{row} nothing is lost afterwards", hold=timeouts.hold)
+    after, held = observer.holds(
+        consolidated, what=f"{row} nothing is lost afterwards", hold=timeouts.hold, about=in_play
+    )
     record.verdict(held)
     record.verdict(watch.observe(after.of(gang.name)))
     moved = sorted(w for w, uid in placed_before.items() if w and uid not in {uid_of(p) for p in after.bound_pods})
@@ -255,6 +266,8 @@ def test_control_the_replacement_detector_fires_on_a_workload_that_is_not_bound_
     workspace.apply(case.queue(ctx))
     trainjobs = workspace.apply_all(case.trainjobs(ctx))
     ran = dict.fromkeys(case.names(), 1)
+    for name, pods in ran.items():  # failed waits diagnose each filler's chain
+        observer.workload(name, pods)
     observer.until(lambda s: all_bound(s, ran), what=f"{len(ran)} fillers bound", timeout=timeouts("schedule"))
     lost = trainjobs[-1]["metadata"]["name"]
     workspace.delete(trainjobs[-1], wait=False)
@@ -276,6 +289,11 @@ def test_control_the_replacement_detector_fires_on_a_workload_that_is_not_bound_
 
 
 # ------------------------------------------------------------------------------------------------ shared steps
+def chains(workloads: list[Workload]) -> About:
+    """The workloads a failed wait diagnoses the chain of."""
+    return [(w.name, w.size) for w in workloads]
+
+
 def fragment(snap: Snapshot, nodes: tuple[str, ...], per_node: int) -> dict[str, int]:
     """The fillers to keep: the first ``per_node`` (by name) bound on each node; the others are to be deleted."""
     kept: dict[str, int] = {}
@@ -304,7 +322,7 @@ def hold_until(
     if left <= 0:
         raise errors.InfrastructureError(
             f"the protection window ({protection}) ended {-left:.1f}s before the newcomer was visible to KAI, so it "
-            "cannot be observed: the cluster took too long to start the workloads"
+            f"cannot be observed: the cluster took too long to start the workloads ({startup(observer, victim, newcomer)})"
         )
 
     def protected(snap: Snapshot) -> Verdict:
@@ -312,13 +330,29 @@ def hold_until(
             gang_undisturbed(snap.of(victim.name), original), nothing_bound(snap.of(newcomer.name), newcomer.size)
         )
 
-    def window_over(snap: Snapshot) -> Verdict:
-        return Verdict("window", snap.taken_at >= until, f"{max(0.0, until - snap.taken_at):.1f}s of it to watch")
-
-    snap, _ = observer.until(
-        window_over,
+    _, held = observer.holds(
+        protected,
         what=f"[{expect.consolidation.name}] {victim.name} stays whole and {newcomer.name} waits for {protection}",
-        timeout=left + timeouts("api"),
-        guard=protected,
+        hold=left,
+        about=[*victim.about, *newcomer.about],
     )
-    record.verdict(protected(snap))
+    record.verdict(held)
+
+
+def startup(observer: Observer, victim: Workload, newcomer: Workload) -> str:
+    """How long each step before a protection window's hold took, slowest first, from the timeline (cluster
+    timestamps, whole seconds; the last step ends now on the observer's clock)."""
+    victim_pods, newcomer_pods = observer.timeline.pods(victim.name), observer.timeline.pods(newcomer.name)
+    victim_created = min((t.created for t in victim_pods if t.created is not None), default=None)
+    victim_bound = max((t.bound for t in victim_pods if t.bound is not None), default=None)
+    newcomer_created = min((t.created for t in newcomer_pods if t.created is not None), default=None)
+    steps = {
+        f"{victim.name} created → all {victim.size} bound": (victim_created, victim_bound),
+        f"{victim.name} bound → {newcomer.name} created": (victim_bound, newcomer_created),
+        f"{newcomer.name} created → visible to KAI and checked": (newcomer_created, observer.clock()),
+    }
+    took = {step: stop - start for step, (start, stop) in steps.items() if start is not None and stop is not None}
+    if not took:
+        return "no pod times were observed"
+    slowest = max(took, key=lambda step: took[step])
+    return f"slowest: {slowest}; " + ", ".join(f"{step} {seconds:.1f}s" for step, seconds in took.items())

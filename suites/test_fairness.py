@@ -146,15 +146,22 @@ def settle_to_fair_share(
         return in_quota_kept(snap, first, shares[first])
 
     workspace.apply_all(case.queues(ctx))
+
+    def submit(team: Team) -> None:
+        """Apply the team's gangs; from then on a failed wait diagnoses the chain of each of them."""
+        workspace.apply_all(case.gangs(ctx, team))
+        for name in case.gang_names(ctx, team):
+            observer.workload(name, gang)
+
     try:
-        workspace.apply_all(case.gangs(ctx, case.first))
+        submit(case.first)
         fill = (total // gang) * gang
         observer.until(
             traced(lambda s: queue_holds(s, first, case.first.role, fill)),
             what=f"{row} {case.first.describe()} fills the empty cluster ({fill} GPUs)",
             timeout=timeouts("schedule"),
         )
-        workspace.apply_all(case.gangs(ctx, case.second))
+        submit(case.second)
         observer.until(
             traced(settled),
             what=f"{row} {case.first.describe()} and {case.second.describe()} settle to their fair shares",

@@ -11,13 +11,17 @@ its detector is blind."""
 from __future__ import annotations
 
 import dataclasses
+import time
+import types
 
 import pytest
+import tenacity
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures import errors, kinds, waits
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_consolidation as suite
+from kai_conformance.suites.support import observe
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import kai_row
 from kai_conformance.suites.support.expectations_consolidation import LAST_START_ANNOTATION
@@ -28,6 +32,31 @@ from tests.flows import NAMESPACE, StepClock
 STEP = 0.5
 #: The timed flows run on one 4-GPU node: fewer objects, faster snapshots.
 SMALL = GpuLayout((GpuNode("kai-conformance-worker", 4),))
+
+
+def timed(flow, monkeypatch):
+    """A flow on a StepClock whose holds count cluster time: a protection window's hold (``consistently`` over
+    real time) ends once the cluster's window has passed, not 30 real seconds later. Only holds: every other wait
+    keeps its real-time timeout. The holds' clock runs at least as fast as the real one, so a hold always ends."""
+    clock = StepClock(STEP)
+    holding: list[float] = []  # cluster time at which the hold in progress began
+
+    def monotonic() -> float:
+        return time.monotonic() + (clock.now.timestamp() - holding[0] if holding else 0.0)
+
+    def consistently(*args, **kwargs):
+        holding[:] = [clock.now.timestamp()]
+        try:
+            return waits.consistently(*args, **kwargs)
+        finally:
+            holding.clear()
+
+    shim = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    shim.monotonic = monotonic
+    monkeypatch.setattr(waits, "time", shim)
+    monkeypatch.setattr(tenacity, "time", shim)
+    monkeypatch.setattr(observe, "consistently", consistently)
+    return flow(layout=SMALL, clock=clock)
 
 
 def run(test, case, h, **extra) -> None:
@@ -61,6 +90,8 @@ def test_a_kai_without_consolidation_leaves_the_gang_pending_and_the_case_says_s
     message = str(failure.value)
     assert "the 2-pod gang of 4-GPU pods bound by consolidation, every filler bound again: not reached" in message
     assert "0 of 2 pods bound" in message and "Resources were found for 0 pods" in message
+    assert "diagnosis of TrainJob gang: TrainJob gang → JobSet gang → 1 Job(s) → 2 of 2 pods → PodGroup" in message
+    assert "diagnosis of TrainJob filler-" in message, "the fillers kept are diagnosed too"
 
 
 def test_a_cluster_that_spreads_skips_consolidation_naming_the_setting(flow) -> None:
@@ -78,8 +109,8 @@ def test_a_cluster_that_spreads_skips_consolidation_naming_the_setting(flow) -> 
 
 # ---------------------------------------------------------------------------------------------- min-runtime
 @pytest.mark.parametrize("case", suite.MIN_RUNTIME, ids=lambda c: c.id)
-def test_a_victim_is_protected_for_its_min_runtime_then_evicted(flow, case) -> None:
-    h = flow(layout=SMALL, clock=StepClock(STEP))
+def test_a_victim_is_protected_for_its_min_runtime_then_evicted(flow, monkeypatch, case) -> None:
+    h = timed(flow, monkeypatch)
     run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, case, h)
     verdicts = h.verdicts()
     assert verdicts["gang-undisturbed+gang-held"] and verdicts["eviction-event"] and verdicts["protected-until-end"]
@@ -91,31 +122,44 @@ def test_a_victim_is_protected_for_its_min_runtime_then_evicted(flow, case) -> N
 @pytest.mark.parametrize("case", suite.MIN_RUNTIME, ids=lambda c: c.id)
 def test_a_kai_ignoring_min_runtime_evicts_within_the_window_and_the_case_says_so(flow, monkeypatch, case) -> None:
     monkeypatch.setattr(KaiConsolidation, "_min_runtime", lambda self, victim, preemptor, action: 0.0)
-    h = flow(layout=SMALL, clock=StepClock(STEP))
+    h = timed(flow, monkeypatch)
     with pytest.raises(ConditionViolated) as failure:
         run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, case, h)
     message = str(failure.value)
-    assert f"victim stays whole and newcomer waits for its queue's {case.field} of 30s: violated on the way" in message
+    assert f"victim stays whole and newcomer waits for its queue's {case.field} of 30s: violated after " in message
     assert "4 of 4 original pods are no longer bound" in message
+    assert "diagnosis of TrainJob victim: TrainJob victim → JobSet victim" in message
+    assert "diagnosis of TrainJob newcomer: TrainJob newcomer → JobSet newcomer" in message
+
+
+def test_a_cluster_too_slow_to_start_the_workloads_names_the_slow_step(flow, monkeypatch) -> None:
+    monkeypatch.setattr(suite, "PROTECTION_WINDOW", "0s")  # the window has ended before the newcomer is visible
+    h = timed(flow, monkeypatch)
+    with pytest.raises(errors.InfrastructureError) as failure:
+        run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
+    message = str(failure.value)
+    assert "the cluster took too long to start the workloads (slowest: " in message
+    assert "victim created → all 4 bound " in message
+    assert "victim bound → newcomer created " in message and "newcomer created → visible to KAI and checked " in message
 
 
 def test_a_kai_protecting_forever_fails_the_no_longer_half(flow, monkeypatch) -> None:
     monkeypatch.setattr(KaiConsolidation, "_min_runtime", lambda self, victim, preemptor, action: 1e9)
-    h = flow(layout=SMALL, clock=StepClock(STEP))
+    h = timed(flow, monkeypatch)
     with pytest.raises(ConditionNotMet, match=r"newcomer bound after victim was evicted whole: not reached"):
         run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
 
 
 def test_a_victim_without_a_last_start_stamp_cannot_be_timed(flow, monkeypatch) -> None:
     monkeypatch.setattr(KaiConsolidation, "_allocated", lambda self, pg: None)
-    h = flow(layout=SMALL, clock=StepClock(STEP))
+    h = timed(flow, monkeypatch)
     with pytest.raises(AssertionError, match=f"has no {LAST_START_ANNOTATION} annotation"):
         run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
 
 
 # ----------------------------------------------------------------------------------------- preemption delay
-def test_a_newcomer_waits_out_its_preemption_delay_then_preempts(flow) -> None:
-    h = flow(layout=SMALL, clock=StepClock(STEP))
+def test_a_newcomer_waits_out_its_preemption_delay_then_preempts(flow, monkeypatch) -> None:
+    h = timed(flow, monkeypatch)
     run(suite.test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses,
         suite.PREEMPTION_DELAY[0], h)  # fmt: skip
     verdicts = h.verdicts()
@@ -126,7 +170,7 @@ def test_a_newcomer_waits_out_its_preemption_delay_then_preempts(flow) -> None:
 
 def test_a_kai_ignoring_the_preemption_delay_fails_the_case(flow, monkeypatch) -> None:
     monkeypatch.setattr(KaiConsolidation, "_delay_end", lambda self, group: None)
-    h = flow(layout=SMALL, clock=StepClock(STEP))
+    h = timed(flow, monkeypatch)
     with pytest.raises(ConditionNotMet, match="the newcomer's PodGroup says PreemptionDelayNotElapsed: not reached"):
         run(suite.test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses,
             suite.PREEMPTION_DELAY[0], h)  # fmt: skip

@@ -91,8 +91,12 @@ def test_a_kai_ignoring_queue_priority_fails_the_priority_case(flow, monkeypatch
 def test_a_kai_that_never_reclaims_leaves_the_first_team_with_everything(flow, monkeypatch) -> None:
     monkeypatch.setattr(KaiFairness, "_reclaim_for", lambda self, pg, waiting, whole: None)
     h = flow()
-    with pytest.raises(ConditionNotMet, match=r"first holds 12 GPU\(s\), fair share 6 \(off by more"):
+    with pytest.raises(ConditionNotMet, match=r"first holds 12 GPU\(s\), fair share 6 \(off by more") as failure:
         test_fairness.test_saturated_queues_settle_to_their_fair_shares(test_fairness.SETTLING[0], **h.args())
+    message = str(failure.value)
+    assert "diagnosis of TrainJob first-0: TrainJob first-0 → JobSet first-0" in message
+    assert "diagnosis of TrainJob second-0: TrainJob second-0 → JobSet second-0" in message
+    assert "Resources were found for 0 pods" in message, "KAI's account of the second team's pending gangs"
 
 
 def test_the_control_fires_against_weights_the_queues_do_not_have(flow) -> None:
