@@ -91,6 +91,9 @@ def test_preemption_delay_detector_compares_durations_not_spellings() -> None:
     assert preemption_delay(snap(podgroups=[group]).of("newcomer"), 30).ok
     absent = preemption_delay(snap(podgroups=[b.podgroup(b.jobset(name="newcomer"))]).of("newcomer"), 30)
     assert not absent.ok and absent.explanation.endswith("spec.preemptionDelay = None, expected 30s")
+    other = b.podgroup(b.jobset(name="newcomer"), spec={"preemptionDelay": "1m0s"})
+    wrong = preemption_delay(snap(podgroups=[other]).of("newcomer"), 30)
+    assert not wrong.ok and wrong.explanation.endswith("spec.preemptionDelay = '1m0s', expected 30s")
 
 
 def test_protected_until_end_fires_on_an_eviction_before_the_window_ended() -> None:

@@ -14,7 +14,11 @@
   ancestor of the two queues: for sibling queues, the victim's queue), counted from the PodGroup annotation
   ``kai.scheduler/last-start-timestamp`` (RFC 3339, whole seconds) that the scheduler writes when it allocates the
   gang (``status_updater/default_status_updater.go`` ``setPodGroupLastStartTimeStamp``). Both Queue fields are in the
-  Queue CRD of v0.16.8 and v0.17.0 (``../shared/crds/kai-scheduler/<v>/scheduling.run.ai_queues.yaml``).
+  Queue CRD of v0.16.8 and v0.17.0 (``../shared/crds/kai-scheduler/<v>/scheduling.run.ai_queues.yaml``). The
+  SchedulingShard has a shard-wide default too (``spec.minRuntime {preemptMinRuntime, reclaimMinRuntime}`` in the
+  shard CRD of both versions), the node-pool level that applies "if not overridden by a queue"
+  (``docs/developer/designs/min-runtime/README.md`` "Configuration Hierarchy"); the cases set the windows on their
+  own queues, so a cluster's shard default does not change what they expect.
 * **Preemption delay** (v0.17.0 only; ``docs/preemption-delay/README.md``; ``podgroup_types.go`` l. 79–84): a
   pending gang with ``spec.preemptionDelay`` triggers no eviction (preempt, reclaim, consolidation) until
   ``max(PodGroup creation, last eviction) + delay`` (``podgroup_info/job_info.go`` ``PreemptionDelayEnd``); meanwhile
