@@ -218,7 +218,9 @@ class BurstLedger:
             return Verdict("settled", False, f"{len(incomplete)} gang(s) not complete: {detect._named(shown)}; "
                            + self.status())  # fmt: skip
         if still < quiet:
-            return Verdict("settled", False, f"last change {still:.1f}s ago (settles after {quiet:.1f}s); " + self.status())
+            return Verdict(
+                "settled", False, f"last change {still:.1f}s ago (settles after {quiet:.1f}s); " + self.status()
+            )
         return Verdict("settled", True, f"nothing changed for {still:.1f}s; " + self.status())
 
     def waiting(self) -> list[detect.Waiting]:
