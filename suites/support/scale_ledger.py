@@ -272,4 +272,4 @@ class BurstLedger:
             return list(self.series)
         step = len(self.series) / points
         thinned = [self.series[int(i * step)] for i in range(points)]
-        return thinned + [self.series[-1]]
+        return [*thinned, self.series[-1]]

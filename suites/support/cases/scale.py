@@ -20,7 +20,7 @@ import pytest
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.cases.contract import DISRUPTIVE, SERIAL, Manifest, WholeCluster
+from kai_conformance.suites.support.cases.contract import Manifest, WholeCluster
 from kai_conformance.suites.support.expectations import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASSES
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, queue_name, train_job
 
@@ -116,8 +116,8 @@ def mix(one_gpu: int, whole: int, whole_gpus: int) -> list[tuple[int, int]]:
     while added:
         added = False
         for pods in GANG_SIZES:
-            for gpus in budgets:
-                if 0 < pods * gpus <= budgets[gpus]:
+            for gpus, left in budgets.items():
+                if 0 < pods * gpus <= left:
                     shapes.append((pods, gpus))
                     budgets[gpus] -= pods * gpus
                     added = True
