@@ -25,6 +25,9 @@ Not simulated: events other than the ones the suites read, image pulls.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
@@ -73,15 +76,45 @@ class SimulatedControllers(
         self.fake.reactors.append(self._react)
         return self
 
+    def run_in_background(self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005) -> Callable[[], None]:
+        """Reconcile in a thread of its own, round after round, as real controllers do, instead of before every API
+        call: for cases that observe by watch (scale bursts), which make no API call while they wait. Each round is
+        one pass of every controller (one KAI scheduling cycle) under the API server's lock; ``busy`` seconds pass
+        after a round that changed something (the suite's requests get in, and a burst of them meets the next round
+        together, as API requests meet a controller's work queue), ``idle`` after one that changed nothing. Returns
+        the function that stops the thread."""
+        if publish:
+            stack.publish(self.fake, self.faults, self.kai_version)
+        stopping = threading.Event()
+
+        def loop() -> None:
+            while not stopping.is_set():
+                with self.fake.lock:
+                    self.fake.call_generation += 1  # a new round sees what other threads changed in place
+                    changed = self._round()
+                stopping.wait(busy if changed else idle)  # let the suite's threads in between rounds
+
+        thread = threading.Thread(target=loop, name="simulated-controllers", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopping.set()
+            thread.join(30)
+
+        return stop
+
     def _react(self, fake: FakeKube, call: Call) -> None:
         if self._busy:
             return
         self._busy = True
         try:
             for _ in range(RECONCILE_ROUNDS):
-                steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder,
-                         self.kubelet)  # fmt: skip
-                if not any([step() for step in steps]):
+                if not self._round():
                     break
         finally:
             self._busy = False
+
+    def _round(self) -> bool:
+        """One pass of every controller; whether any changed something."""
+        steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder, self.kubelet)
+        return any([step() for step in steps])

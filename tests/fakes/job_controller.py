@@ -145,7 +145,7 @@ class JobController(Simulation):
             else:
                 changed |= self._replace(job, pods, succeeded | failed_indexes, completions, waiting)
         if status != before:
-            self.fake.put(job)
+            self.fake.write(job)
             changed = True
         return changed
 
@@ -195,7 +195,7 @@ class JobController(Simulation):
                 failed_at = finished_at(previous) or now
                 if now < failed_at + backoff_seconds(self.pod_failure_backoff, failures):
                     continue  # the per-index back-off has not passed yet
-            self.fake.put(self._pod_for(job, ix, failures))
+            self.fake.write(self._pod_for(job, ix, failures))
             created = True
         return created
 

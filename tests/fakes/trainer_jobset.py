@@ -20,15 +20,16 @@ class TrainerAndJobSet(Simulation):
         for tj in self._all(kinds.TRAIN_JOB):
             meta = tj["metadata"]
             suspended = bool(tj["spec"].get("suspend"))
-            jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
+            jobset = self._peek(kinds.JOB_SET, meta["name"], meta["namespace"])
             if jobset is None:
                 runtime = self._runtime_of(tj)
                 if runtime is not None:
-                    self.fake.put(self._jobset_for(tj, runtime))
+                    self.fake.write(self._jobset_for(tj, runtime))
                     changed = True
             elif bool(jobset["spec"].get("suspend")) != suspended:
+                jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
                 jobset["spec"]["suspend"] = suspended
-                self.fake.put(jobset)
+                self.fake.write(jobset)
                 changed = True
             else:
                 changed |= self._trainjob_finished(tj, jobset)
@@ -49,7 +50,7 @@ class TrainerAndJobSet(Simulation):
         obj.setdefault("status", {}).setdefault("conditions", []).append(
             {"type": condition, "status": "True", "reason": reason, "lastTransitionTime": self._now()}
         )
-        self.fake.put(obj)
+        self.fake.write(obj)
         return True
 
     def _runtime_of(self, tj: Obj) -> Obj | None:
@@ -105,13 +106,14 @@ class TrainerAndJobSet(Simulation):
                     continue
                 for index in range(rjob.get("replicas", 1)):
                     name = f"{js['metadata']['name']}-{rjob['name']}-{index}"
-                    job = self._find(kinds.JOB, name, ns)
+                    job = self._peek(kinds.JOB, name, ns)
                     if job is None:
-                        self.fake.put(self._job_for(js, rjob, index, name))
+                        self.fake.write(self._job_for(js, rjob, index, name))
                         changed = True
                     elif bool(job["spec"].get("suspend")) != suspended:
+                        job = self._find(kinds.JOB, name, ns)
                         job["spec"]["suspend"] = suspended
-                        self.fake.put(job)
+                        self.fake.write(job)
                         changed = True
         return changed
 
