@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures import kinds, progress
 from kai_conformance.fixtures.informer import Watchers
 from kai_conformance.fixtures.kube import KubeApi, WatchEvent
 from kai_conformance.fixtures.waits import ConditionViolated, TimeoutPolicy, eventually
@@ -87,9 +87,13 @@ class Burst:
                 self.ledger.submitted(trainjob["metadata"]["name"], time.time())
             workspace.apply(trainjob)
 
+        started = time.monotonic()
         with ThreadPoolExecutor(SUBMITTERS, thread_name_prefix="burst-submit") as pool:
             for done in [pool.submit(create, trainjob) for trainjob in trainjobs]:
                 done.result()  # the first failed create fails the case (an infrastructure error: the API refused)
+        with self.lock:
+            status = self.ledger.status()
+        progress.report(f"submitted {len(trainjobs)} TrainJobs in {time.monotonic() - started:.1f}s; {status}")
 
     # ---------------------------------------------------------------------------------------------- waiting
     def until(self, check: Callable[[BurstLedger, float], Verdict], *, what: str, timeout: float,
