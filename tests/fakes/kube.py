@@ -26,6 +26,7 @@ from typing import Any
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.kube import KubeApi, Obj, Watch, describe
+from tests.fakes import apimetrics
 from tests.fakes.watchlog import ChangeLog, FakeWatch, clone
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
@@ -70,6 +71,8 @@ class FakeKube(KubeApi):
     git_version: str = "v1.35.0"
     #: Changes a watch can start from (etcd keeps ~5 minutes of history; the fake a number of changes).
     watch_window: int = 10_000
+    #: Requests of clients the fake does not simulate, in its /metrics (``tests/fakes/apimetrics.py``).
+    other_requests: int = 0
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -367,6 +370,12 @@ class FakeKube(KubeApi):
     def _version(self) -> Obj:
         self._enter("version", None, None, None)
         return {"gitVersion": self.git_version}
+
+    @_serialized
+    def _metrics(self) -> str:
+        self._enter("metrics", None, None, None)
+        plurals = {kind.kind: kind.plural for kind in self.served.values()}
+        return apimetrics.render(self.calls, self.other_requests, plurals)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
