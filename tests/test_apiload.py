@@ -206,3 +206,23 @@ def test_the_reports_say_not_available_and_never_make_a_number_up(tmp_path: Path
 def test_a_run_without_accounting_shows_no_section(tmp_path: Path) -> None:
     page, summary, _ = reports_of(None, tmp_path)
     assert "API load and overhead" not in page and "API load" not in summary
+
+
+def test_over_http_metrics_is_a_plain_get_and_a_refusal_is_its_reason(tmp_path: Path) -> None:
+    from kai_conformance.fixtures.kube_http import ClusterKube
+    from tests.fakes.apiserver import serve, status
+
+    answers = [(200, METRICS.encode()), status(403, "Forbidden", 'forbidden: User "ci" cannot get path "/metrics"')]
+    clients: list[ClusterKube] = []
+
+    def connect() -> ClusterKube:
+        clients.append(ClusterKube(str(server.kubeconfig(tmp_path)), None, retries=0))
+        return clients[-1]
+
+    with serve(lambda request: answers.pop(0)) as server:
+        assert accounting.read_server(connect).requests == 182
+        refused = accounting.read_server(connect)
+    (first, _) = server.requests
+    assert (first.method, first.path, first.headers["accept"]) == ("GET", "/metrics", "text/plain")
+    assert refused.requests is None and 'cannot get path "/metrics"' in refused.unavailable
+    assert [c.requests.snapshot() for c in clients] == [{("get", "/metrics"): 1}] * 2
