@@ -28,6 +28,7 @@ from kai_conformance.clusters.install.common import LABELS
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.stack import in_parallel, install_stack, verify_stack
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
+from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.kube import KubeApi
@@ -146,9 +147,14 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     done = in_parallel(steps)
     layout = dict(done.get("fake GPUs", state.gpus))
     if fake_nodes:
-        if kwok_record is None:
+        suite_stages = kwok_record is None
+        if suite_stages:
             kwok_record = kwok.install_kwok(ctx, kube, run.run_id)
-        layout.update(kwok.create_fake_nodes(kube, settings.topology, state.name, run.run_id, settings.timeouts))
+        created = kwok.create_fake_nodes(kube, settings.topology, state.name, run.run_id, settings.timeouts)
+        layout.update(created)
+        kwok_record["probe"] = prove_kwok_runs_pods(
+            kube, run.run_id, settings.workload_image, min(created), settings.timeouts, suite_stages=suite_stages
+        )
     suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
     if settings.install and (state.provider == "kind" or gpu_sharing.has_fake_gpu_nodes(kube)):
         suite_objects += gpu_sharing.ensure_fraction_runtime_class(kube, run.run_id)  # fake GPUs have no `nvidia`
