@@ -136,9 +136,11 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         context=state.context,
     )
     fake_nodes = settings.topology.fake_nodes.count
-    kwok_record = None
+    kwok_record = kwok_release = None
     if fake_nodes and state.provider != "kind":  # refuse before anything is installed or created
         kwok_record = kwok.detect_kwok(kube, settings.kwok_managed)
+    elif fake_nodes:  # read kwok's release before installing anything: a run that cannot get it stops here
+        kwok_release = kwok.load_kwok(ctx)
     steps: dict[str, Callable[[], Any]] = {"stack": lambda: (install_stack if settings.install else verify_stack)(ctx)}
     if state.provider == "kind":
         steps["fake GPUs"] = lambda: gpus.fake_gpus(
@@ -149,7 +151,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     if fake_nodes:
         suite_stages = kwok_record is None
         if suite_stages:
-            kwok_record = kwok.install_kwok(ctx, kube, run.run_id)
+            kwok_record = kwok.install_kwok(ctx, kube, run.run_id, kwok_release)
         created = kwok.create_fake_nodes(kube, settings.topology, state.name, run.run_id, settings.timeouts)
         layout.update(created)
         kwok_record["probe"] = prove_kwok_runs_pods(

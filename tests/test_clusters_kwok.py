@@ -281,6 +281,32 @@ def cluster_kwok_stages(fake: FakeKube) -> list[dict]:
     return fake.objects(kinds.KWOK_STAGE)
 
 
+def test_on_kind_a_kwok_release_that_cannot_be_read_stops_the_run_before_the_stack_is_installed(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    tools = toolbox(stack)
+    fetch = tools.fetch
+
+    def offline(url: str, timeout: float) -> str:
+        if "kwok" in url:
+            from kai_conformance.clusters.install.manifests import download
+
+            return download("http://127.0.0.1:9/kwok.yaml", 0.5)  # nothing listens: as on an air-gapped machine
+        return fetch(url, timeout)
+
+    tools.fetch = offline
+    settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 2)
+    with pytest.raises(errors.InfrastructureError) as failed:
+        acquire(settings, run_context(tmp_path), tools)
+    message = str(failed.value)
+    assert message.startswith("--fake-nodes needs kwok v0.8.0, and its release manifests cannot be read: cannot "
+                              "download http://127.0.0.1:9/kwok.yaml")  # fmt: skip
+    assert "fix: let this machine reach github.com" in message and "--cluster existing" in message
+    assert "--jobset-manifests" not in message  # the generic download hint names no option that helps here
+    assert stack.runner.commands("helm") == [] and fake.operations("apply") == []  # nothing installed
+    assert fake_node_names(fake) == []
+
+
 def existing_settings(tmp: Path, **overrides: Any) -> Any:
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\n")
