@@ -31,6 +31,7 @@ from kai_conformance.clusters.install.suite import apply_suite_objects, remove_s
 from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.cleanup import removal_command
 from kai_conformance.fixtures.kube import KubeApi
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ def acquire(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
             return _provision(settings, run, tools, state)
         except BaseException as exc:
             kind_name = "UsageError" if isinstance(exc, errors.UsageError) else type(exc).__name__
-            (run.state_dir / FAILURE_FILE).write_text(json.dumps({"type": kind_name, "message": str(exc)}))
+            message = "interrupted (Ctrl-C) while provisioning" if isinstance(exc, KeyboardInterrupt) else str(exc)
+            (run.state_dir / FAILURE_FILE).write_text(json.dumps({"type": kind_name, "message": message}))
             raise
         finally:
             tools.close()
@@ -211,6 +213,18 @@ def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
         return
     (run.state_dir / RELEASED_FILE).write_text(state.name)
     tools = tools or Toolbox()
+    try:
+        _release(state, settings, run, tools)
+    except KeyboardInterrupt:  # a second Ctrl-C: say what is left and how to remove it, never a traceback
+        what = f"kind cluster {state.name} (`kind delete cluster --name {state.name}`)" if (
+            state.provider == "kind" and state.created_by_run and not state.kept
+        ) else f"this run's objects (`{removal_command(run.run_id)}`)"  # fmt: skip
+        progress.report(f"interrupted again: teardown stopped; remove {what}")
+    finally:
+        tools.close()
+
+
+def _release(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:
     deleting = state.provider == "kind" and state.created_by_run and not state.kept
     if settings.topology.fake_nodes.count and not deleting:  # a deleted kind cluster takes its nodes with it
         _remove_fake_nodes(state, settings, run, tools)
@@ -227,8 +241,6 @@ def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
             )
     except Exception as exc:  # teardown reports; raising here would hide the test results
         progress.report(f"teardown of cluster {state.name} failed: {exc}")
-    finally:
-        tools.close()
 
 
 def _remove_fake_nodes(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:
