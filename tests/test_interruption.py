@@ -32,8 +32,8 @@ def quiet_loopback_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socketserver.BaseServer, "handle_error", lambda self, request, client_address: None)
 
 
-BURST = 30
-FAKE_NODES = 4
+BURST = 16
+FAKE_NODES = 3
 SUITE = f"""
 from kai_conformance.clusters.suite_stack import queue
 
