@@ -40,6 +40,12 @@ def route_to(fake: FakeKube):
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
+        if not rest and namespace is None:  # discovery: the APIResourceList of a group version
+            served = [k for k in fake.served.values() if k.api_version == api_version]
+            if not served:
+                return status(404, "NotFound", "the server could not find the requested resource")
+            return 200, {"kind": "APIResourceList", "groupVersion": api_version, "resources": [
+                {"name": k.resource, "kind": k.kind, "namespaced": k.namespaced} for k in served]}  # fmt: skip
         if not rest:
             return status(404, "NotFound", "the server could not find the requested resource")
         kind = _kind(fake, api_version, rest[0])

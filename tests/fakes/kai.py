@@ -133,8 +133,9 @@ class Kai(Simulation):
             requested = self._requested()
             for pod in self._all(kinds.POD):
                 node = pod["spec"].get("nodeName") or requested.get(_key(pod))
-                # A deleted pod holds its GPUs until its containers have ended (terminal phase), as on a node.
-                if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                # A deleted pod holds its GPUs until its containers have ended (terminal phase), as on a node. A pod
+                # pinned to a node outside the simulated layout (the kwok probe's) takes nothing KAI places on.
+                if node in left and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                     left[node] -= gpus_of(pod)
             return left
 
