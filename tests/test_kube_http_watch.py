@@ -203,3 +203,32 @@ def test_an_informer_over_http_relists_after_gone_and_delivers_the_difference(
     watches = [r.query["resourceVersion"][0] for r in server.requests if r.query.get("watch")]
     assert watches == ["41", "45", "60"], "resume from the last event seen; after Gone, from the re-list"
     assert kube.requests.snapshot() == {("list", "pods"): 2, ("watch", "pods"): 3}
+
+
+def test_an_informer_over_http_on_the_bridged_in_memory_api_server(tmp_path: Path) -> None:
+    """The same informer, ClusterKube and HTTP streams against the fake the plugin's end-to-end runs use."""
+    from kai_conformance.fixtures.ownership import stamp
+    from tests.fakes.bridge import route_to
+    from tests.fakes.kube import FakeKube
+
+    fake = FakeKube()
+    fake.put(stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}, "r1"))
+    fake.put({**pod("before", "0"), "apiVersion": "v1", "kind": "Pod"})
+    seen: queue.Queue[tuple[str, str]] = queue.Queue()
+    with serve(route_to(fake)) as api:
+        kube = ClusterKube(str(api.kubeconfig(tmp_path)), None, retries=0)
+        informer = Informer(kube, kinds.POD, namespace="ns", backoff=0.01)
+        informer.add_handler(lambda e, _: seen.put((e.type, e.obj["metadata"]["name"])))
+        informer.start()
+        try:
+            informer.wait_synced(5)
+            assert seen.get(timeout=5) == ("ADDED", "before")
+            fake.put({**pod("after", "0"), "apiVersion": "v1", "kind": "Pod"})
+            fake._delete(kinds.POD, "ns", "before", "Background")
+            assert [seen.get(timeout=5) for _ in range(2)] == [("ADDED", "after"), ("DELETED", "before")]
+            fake.compact()  # the open stream ends with an ERROR event (410): the informer re-lists
+            fake.put({**pod("later", "0"), "apiVersion": "v1", "kind": "Pod"})
+            assert seen.get(timeout=5) == ("ADDED", "later")
+        finally:
+            informer.stop()
+    assert informer.failure() is None and informer.lists == 2
