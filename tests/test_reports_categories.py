@@ -46,6 +46,7 @@ EXPECTED = {
     "ServerError": "Infrastructure: API server or webhook error (5xx)",
     "NotFound": "Infrastructure: other API errors",
     "Conflict": "Infrastructure: other API errors",
+    "Gone": "Infrastructure: other API errors",
     "ForeignObject": "Infrastructure: other API errors",
     "KubeError": "Infrastructure: other API errors",
     "WaitTimeout": "Infrastructure: wait for cluster, install or cleanup timed out",

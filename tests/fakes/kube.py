@@ -6,7 +6,9 @@ object store with uids and resourceVersions, evaluates label and field selectors
 ownerReferences (and namespaces), honours finalizers, separates status patches from spec patches, records
 events and logs, answers SubjectAccessReviews from a rule table, and can be told to fail (any status, any
 operation, N times), to stop serving a kind (CRD missing), to run admission checks (webhooks), and to run
-"reactors" on every call (simulated controllers).
+"reactors" on every call (simulated controllers). Every change gets the next resourceVersion and, once a versioned
+list or a watch asked for them, goes into a change log that watches read (``tests/fakes/watchlog.py``); objects
+changed in place in ``store`` (by a simulated controller or a test) bypass it, as they would bypass an API server.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import functools
-import itertools
-import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -24,7 +24,10 @@ from typing import Any
 
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kinds import Kind
-from kai_conformance.fixtures.kube import KubeApi, Obj, describe
+from kai_conformance.fixtures.kube import KubeApi, Obj, Watch, describe
+from tests.fakes import apimetrics
+from tests.fakes.objectdata import deep_merge, field_values, json_patch, merge_patch, parse_selector
+from tests.fakes.watchlog import ChangeLog, FakeWatch, clone
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
 
@@ -66,6 +69,10 @@ class FakeKube(KubeApi):
 
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.timezone.utc))
     git_version: str = "v1.35.0"
+    #: Changes a watch can start from (etcd keeps ~5 minutes of history; the fake a number of changes).
+    watch_window: int = 10_000
+    #: Requests of clients the fake does not simulate, in its /metrics (``tests/fakes/apimetrics.py``).
+    other_requests: int = 0
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -78,7 +85,8 @@ class FakeKube(KubeApi):
         self.access_rules: set[tuple[str, str, str, str]] = set()  # user, verb, group, resource
         self.admission: list[Callable[[str, Obj, bool], None]] = []
         self.reactors: list[Callable[[FakeKube, Call], None]] = []
-        self._versions = itertools.count(1)
+        self.resource_version = 0  # the last one given to a change
+        self.changes = ChangeLog(self.lock, self.watch_window)
         #: Bumped by every API call, write and removal: readers may keep what they derived from the store until then.
         self.generation = 0
 
@@ -129,6 +137,11 @@ class FakeKube(KubeApi):
         ]  # fmt: skip
         return [clone(o) for _, o in sorted(found, key=lambda kv: str(kv[0]))]
 
+    @_serialized
+    def compact(self) -> None:
+        """Forget the change history, as etcd compaction does: watches from any resourceVersion so far get 410 Gone."""
+        self.changes.compact(self.resource_version)
+
     def operations(self, operation: str | None = None) -> list[Call]:
         return [c for c in self.calls if operation is None or c.operation == operation]
 
@@ -173,11 +186,17 @@ class FakeKube(KubeApi):
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", self._now())
-        meta["resourceVersion"] = str(next(self._versions))
+        meta["resourceVersion"] = self._next_version()
         self.generation += 1
         key = self._key(kind, meta.get("namespace"), meta["name"])
+        prev = self.store.get(key)
         self.store[key] = obj
-        return copy.deepcopy(obj)
+        self.changes.record(self.resource_version, "MODIFIED" if prev else "ADDED", key, obj, prev)
+        return clone(obj)
+
+    def _next_version(self) -> str:
+        self.resource_version += 1
+        return str(self.resource_version)
 
     def _existing(self, kind: Kind, namespace: str | None, name: str, operation: str) -> Obj:
         obj = self.store.get(self._key(kind, namespace, name))
@@ -205,6 +224,34 @@ class FakeKube(KubeApi):
             o for o in self.objects(kind, namespace)
             if label_match(o.get("metadata", {}).get("labels") or {}) and field_match(field_values(o))
         ]  # fmt: skip
+
+    @_serialized
+    def _list_versioned(
+        self, kind: Kind, namespace: str | None, labels: str | None, fields: str | None
+    ) -> tuple[list[Obj], str]:
+        items = self._list(kind, namespace, labels, fields)
+        self.changes.start(self.resource_version)
+        return items, str(self.resource_version)
+
+    @_serialized
+    def _watch(self, kind: Kind, namespace: str | None, labels: str | None, fields: str | None,
+               resource_version: str, timeout_seconds: int) -> Watch:  # fmt: skip
+        self._enter("watch", kind, namespace, None, (labels, fields, resource_version))
+        self.changes.start(self.resource_version)
+        label_match, field_match = parse_selector(labels), parse_selector(fields)
+        wanted = (kind.api_version, kind.kind)
+
+        def matches(key: Key, obj: Obj) -> bool:
+            return (
+                key[:2] == wanted
+                and (namespace is None or key[2] == namespace)
+                and label_match(obj.get("metadata", {}).get("labels") or {})
+                and field_match(field_values(obj))
+            )
+
+        return FakeWatch(
+            self.changes, matches, resource_version, timeout_seconds, f"watch {describe(kind, None, namespace)}"
+        )
 
     @_serialized
     def _apply(self, kind: Kind, obj: Obj, *, dry_run: bool, force: bool) -> Obj:
@@ -276,16 +323,24 @@ class FakeKube(KubeApi):
         self._enter("delete", kind, namespace, name, propagation)
         obj = self._existing(kind, namespace, name, "delete")
         if obj["metadata"].get("finalizers"):
-            obj["metadata"].setdefault("deletionTimestamp", self._now())
+            if not obj["metadata"].get("deletionTimestamp"):
+                prev = clone(obj) if self.changes.recording else None
+                obj["metadata"]["deletionTimestamp"] = self._now()
+                obj["metadata"]["resourceVersion"] = self._next_version()
+                self.changes.record(self.resource_version, "MODIFIED", self._key(kind, namespace, name), obj, prev)
             return
         self._remove(kind, namespace, name)
 
     @_serialized
     def _remove(self, kind: Kind, namespace: str | None, name: str) -> None:
-        obj = self.store.pop(self._key(kind, namespace, name), None)
+        key = self._key(kind, namespace, name)
+        obj = self.store.pop(key, None)
         if obj is None:
             return
         self.generation += 1
+        if self.changes.recording:
+            gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self._next_version()}}
+            self.changes.record(self.resource_version, "DELETED", key, gone, obj)
         uid = obj["metadata"]["uid"]
         for key, other in list(self.store.items()):
             owners = other["metadata"].get("ownerReferences") or []
@@ -316,120 +371,8 @@ class FakeKube(KubeApi):
         self._enter("version", None, None, None)
         return {"gitVersion": self.git_version}
 
-
-# ------------------------------------------------------------------------------------------------ helpers
-def clone(value: Any) -> Any:
-    """A deep copy of JSON-like data (dicts, lists, scalars), a few times faster than ``copy.deepcopy``."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
-
-
-def deep_merge(base: Any, overlay: Any) -> Any:
-    """Apply-like merge: dicts merge recursively, everything else (lists included) is replaced."""
-    if isinstance(base, dict) and isinstance(overlay, dict):
-        out = dict(base)
-        for key, value in overlay.items():
-            out[key] = deep_merge(base.get(key), value) if key in base else copy.deepcopy(value)
-        return out
-    return copy.deepcopy(overlay)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (``null`` deletes a key)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
-def json_patch(target: Obj, ops: list[Obj]) -> Obj:
-    """RFC 6902 add/replace/remove, with ``~1`` for ``/`` and ``~0`` for ``~`` in path segments."""
-    doc = copy.deepcopy(target)
-    for op in ops:
-        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].lstrip("/").split("/")]
-        parent = doc
-        for part in parts[:-1]:
-            parent = parent[int(part)] if isinstance(parent, list) else parent.setdefault(part, {})
-        last = parts[-1]
-        if op["op"] in ("add", "replace"):
-            if isinstance(parent, list):
-                parent.insert(len(parent) if last == "-" else int(last), op["value"])
-            else:
-                if op["op"] == "replace" and last not in parent:
-                    raise errors.Invalid("json patch", 422, "Invalid", f"replace of missing {op['path']}")
-                parent[last] = op["value"]
-        elif op["op"] == "remove":
-            if isinstance(parent, list):
-                parent.pop(int(last))
-            elif parent.pop(last, None) is None:
-                raise errors.Invalid("json patch", 422, "Invalid", f"remove of missing {op['path']}")
-        else:
-            raise errors.Invalid("json patch", 422, "Invalid", f"unsupported op {op['op']}")
-    return doc
-
-
-_REQUIREMENT = re.compile(
-    r"^\s*(?P<neg>!)?(?P<key>[A-Za-z0-9_./-]+)\s*"
-    r"(?:(?P<op>==|!=|=|\s+in\s+|\s+notin\s+)\s*(?P<value>\([^)]*\)|[A-Za-z0-9_.\-/:]*))?\s*$"
-)
-
-
-def _split(selector: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for char in selector:
-        depth += char == "("
-        depth -= char == ")"
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    return [*parts, current] if current.strip() else parts
-
-
-def parse_selector(selector: str | None) -> Callable[[dict[str, str]], bool]:
-    """Kubernetes label-selector syntax: ``a=b``, ``a==b``, ``a!=b``, ``a in (x,y)``, ``a notin (x)``, ``a``, ``!a``."""
-    if not selector:
-        return lambda values: True
-    checks = []
-    for requirement in _split(selector):
-        match = _REQUIREMENT.match(requirement)
-        if match is None:
-            raise errors.Invalid("selector", 400, "BadRequest", f"unable to parse requirement {requirement!r}")
-        checks.append(_requirement(match["key"], (match["op"] or "").strip(), match["value"], bool(match["neg"])))
-    return lambda values: all(check(values) for check in checks)
-
-
-def _requirement(key: str, op: str, value: str | None, negated: bool) -> Callable[[dict[str, str]], bool]:
-    if not op:
-        return lambda values: (key in values) != negated
-    if op in ("=", "=="):
-        return lambda values: values.get(key) == value
-    if op == "!=":
-        return lambda values: values.get(key) != value
-    options = {o.strip() for o in (value or "").strip("()").split(",")}
-    if op == "in":
-        return lambda values: values.get(key) in options
-    return lambda values: values.get(key) not in options
-
-
-def field_values(obj: Obj) -> dict[str, str]:
-    """The field-selector keys the API server supports for the kinds the suite lists."""
-    meta = obj.get("metadata", {})
-    values = {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
-    if obj.get("kind") == "Event":
-        for key, value in (obj.get("involvedObject") or {}).items():
-            values[f"involvedObject.{key}"] = str(value)
-        values["reason"] = obj.get("reason", "")
-    if obj.get("kind") == "Pod":
-        values["spec.nodeName"] = obj.get("spec", {}).get("nodeName", "") or ""
-        values["status.phase"] = obj.get("status", {}).get("phase", "")
-    return values
+    @_serialized
+    def _metrics(self) -> str:
+        self._enter("metrics", None, None, None)
+        plurals = {kind.kind: kind.plural for kind in self.served.values()}
+        return apimetrics.render(self.calls, self.other_requests, plurals)
