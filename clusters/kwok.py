@@ -134,12 +134,30 @@ def remove_fake_nodes(kube: KubeApi, run_id: str, timeouts: TimeoutPolicy) -> li
 
 
 # ------------------------------------------------------------------------------------------------------ kwok
-def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str) -> dict[str, Any]:
+Release = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # kwok.yaml's objects, stage-fast.yaml's
+
+
+def load_kwok(ctx: InstallContext) -> Release:
+    """The pinned release's manifests, read before anything is installed: a run that cannot get them stops first."""
+    pin = ctx.settings.catalog.kwok
+    try:
+        controller, _ = manifests.load(pin["controller"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
+        release_stages, _ = manifests.load(pin["stages"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
+    except errors.InfrastructureError as exc:
+        raise errors.InfrastructureError(
+            f"--fake-nodes needs kwok {pin['version']}, and its release manifests cannot be read: "
+            f"{str(exc).splitlines()[0]}. fix: let this machine reach github.com (the URLs are pinned in "
+            "clusters/versions.yaml `kwok:`), or run on a cluster where kwok already runs (--cluster existing, "
+            "with --kwok-managed if the suite cannot find it), or drop --fake-nodes"
+        ) from exc
+    return controller, release_stages
+
+
+def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str, release: Release | None = None) -> dict[str, Any]:
     """On kind: the pinned kwok release, the release stages the suite keeps, and the suite's own stages."""
     pin = ctx.settings.catalog.kwok
+    controller, release_stages = release or load_kwok(ctx)
     progress.report(f"kwok {pin['version']}: installing from {pin['controller']}")
-    controller, _ = manifests.load(pin["controller"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
-    release_stages, _ = manifests.load(pin["stages"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
     applied = manifests.apply_all(kube, controller, ctx.timeouts, "kwok")
     applied += manifests.apply_all(kube, kwok_stages.release_stages_kept(release_stages), ctx.timeouts, "kwok stages")
     for stage in kwok_stages.suite_stages():
@@ -160,27 +178,57 @@ def _controllers(kube: KubeApi) -> list[dict[str, Any]]:
         for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []))]  # fmt: skip
 
 
-def detect_kwok(kube: KubeApi, declared: bool) -> dict[str, Any]:
-    """On an existing cluster: the kwok that runs there, or one clear refusal."""
+def find_kwok(kube: KubeApi) -> tuple[dict[str, Any] | None, str]:
+    """On an existing cluster: (what found kwok, "") or (None, what is missing)."""
     try:
         kube.discover(kinds.KWOK_STAGE)
-        crd = True
     except errors.KindNotServed:
-        crd = False
-    controllers = _controllers(kube) if crd else []
+        return None, "no kwok Stage CRD (stages.kwok.x-k8s.io)"
+    controllers = _controllers(kube)
+    if not controllers:
+        return None, f"no Deployment labelled {CONTROLLER_LABEL} or running kwok's image"
+    meta = controllers[0]["metadata"]
+    return {"origin": f"found: Deployment {meta.get('namespace')}/{meta['name']}", "stage_crd": True}, ""
+
+
+#: What lets --fake-nodes run on an existing cluster without kwok (the suite installs kwok only on kind).
+MISSING_KWOK_FIX = (
+    "install kwok (`kubectl apply -f https://github.com/kubernetes-sigs/kwok/releases/download/v0.8.0/kwok.yaml` "
+    f"and stage-fast.yaml), or pass --kwok-managed if a kwok manages nodes annotated {KWOK_ANNOTATION}=fake, or "
+    "drop --fake-nodes"
+)
+
+
+def missing_kwok(missing: str) -> str:
+    return (
+        f"--fake-nodes needs kwok on the existing cluster, and it has {missing}; the suite installs kwok only on kind"
+    )
+
+
+def detect_kwok(kube: KubeApi, declared: bool) -> dict[str, Any]:
+    """On an existing cluster: the kwok that runs there, or one clear refusal (preflight refuses first:
+    :func:`kwok_prerequisite`; this stays for a kwok removed in between)."""
     if declared:
+        try:
+            kube.discover(kinds.KWOK_STAGE)
+            crd = True
+        except errors.KindNotServed:
+            crd = False
         return {"origin": "declared by --kwok-managed", "stage_crd": crd}
-    if crd and controllers:
-        meta = controllers[0]["metadata"]
-        return {"origin": f"found: Deployment {meta.get('namespace')}/{meta['name']}", "stage_crd": True}
-    missing = (
-        "no kwok Stage CRD (stages.kwok.x-k8s.io)"
-        if not crd
-        else f"no Deployment labelled {CONTROLLER_LABEL} or running kwok's image"
-    )
-    raise errors.UsageError(
-        f"--fake-nodes needs kwok on the existing cluster, and it has {missing}; the suite installs kwok only on "
-        "kind. fix: install kwok (`kubectl apply -f https://github.com/kubernetes-sigs/kwok/releases/download/"
-        "v0.8.0/kwok.yaml` and stage-fast.yaml), or pass --kwok-managed if a kwok manages nodes annotated "
-        f"{KWOK_ANNOTATION}=fake, or drop --fake-nodes. No fake node was created."
-    )
+    found, missing = find_kwok(kube)
+    if found is None:
+        raise errors.UsageError(f"{missing_kwok(missing)}. fix: {MISSING_KWOK_FIX}. No fake node was created.")
+    return found
+
+
+def kwok_prerequisite(kube: KubeApi) -> tuple[str, str] | None:
+    """For preflight on an existing cluster with --fake-nodes (and no --kwok-managed): (problem, fix), or None."""
+    try:
+        found, missing = find_kwok(kube)
+    except errors.KubeError as exc:
+        return (
+            f"--fake-nodes needs kwok on the existing cluster, and looking for it failed: {exc}",
+            f"pass --kwok-managed if a kwok manages nodes annotated {KWOK_ANNOTATION}=fake, or let the suite list "
+            "Deployments in all namespaces, or drop --fake-nodes",
+        )
+    return None if found is not None else (missing_kwok(missing), MISSING_KWOK_FIX)

@@ -28,8 +28,10 @@ from kai_conformance.clusters.install.common import LABELS
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.stack import in_parallel, install_stack, verify_stack
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
+from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.cleanup import removal_command
 from kai_conformance.fixtures.kube import KubeApi
 
 if TYPE_CHECKING:
@@ -84,7 +86,8 @@ def acquire(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
             return _provision(settings, run, tools, state)
         except BaseException as exc:
             kind_name = "UsageError" if isinstance(exc, errors.UsageError) else type(exc).__name__
-            (run.state_dir / FAILURE_FILE).write_text(json.dumps({"type": kind_name, "message": str(exc)}))
+            message = "interrupted (Ctrl-C) while provisioning" if isinstance(exc, KeyboardInterrupt) else str(exc)
+            (run.state_dir / FAILURE_FILE).write_text(json.dumps({"type": kind_name, "message": message}))
             raise
         finally:
             tools.close()
@@ -135,9 +138,11 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         context=state.context,
     )
     fake_nodes = settings.topology.fake_nodes.count
-    kwok_record = None
+    kwok_record = kwok_release = None
     if fake_nodes and state.provider != "kind":  # refuse before anything is installed or created
         kwok_record = kwok.detect_kwok(kube, settings.kwok_managed)
+    elif fake_nodes:  # read kwok's release before installing anything: a run that cannot get it stops here
+        kwok_release = kwok.load_kwok(ctx)
     steps: dict[str, Callable[[], Any]] = {"stack": lambda: (install_stack if settings.install else verify_stack)(ctx)}
     if state.provider == "kind":
         steps["fake GPUs"] = lambda: gpus.fake_gpus(
@@ -146,9 +151,14 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     done = in_parallel(steps)
     layout = dict(done.get("fake GPUs", state.gpus))
     if fake_nodes:
-        if kwok_record is None:
-            kwok_record = kwok.install_kwok(ctx, kube, run.run_id)
-        layout.update(kwok.create_fake_nodes(kube, settings.topology, state.name, run.run_id, settings.timeouts))
+        suite_stages = kwok_record is None
+        if suite_stages:
+            kwok_record = kwok.install_kwok(ctx, kube, run.run_id, kwok_release)
+        created = kwok.create_fake_nodes(kube, settings.topology, state.name, run.run_id, settings.timeouts)
+        layout.update(created)
+        kwok_record["probe"] = prove_kwok_runs_pods(
+            kube, run.run_id, settings.workload_image, min(created), settings.timeouts, suite_stages=suite_stages
+        )
     suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
     if settings.install and (state.provider == "kind" or gpu_sharing.has_fake_gpu_nodes(kube)):
         suite_objects += gpu_sharing.ensure_fraction_runtime_class(kube, run.run_id)  # fake GPUs have no `nvidia`
@@ -203,6 +213,18 @@ def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
         return
     (run.state_dir / RELEASED_FILE).write_text(state.name)
     tools = tools or Toolbox()
+    try:
+        _release(state, settings, run, tools)
+    except KeyboardInterrupt:  # a second Ctrl-C: say what is left and how to remove it, never a traceback
+        what = f"kind cluster {state.name} (`kind delete cluster --name {state.name}`)" if (
+            state.provider == "kind" and state.created_by_run and not state.kept
+        ) else f"this run's objects (`{removal_command(run.run_id)}`)"  # fmt: skip
+        progress.report(f"interrupted again: teardown stopped; remove {what}")
+    finally:
+        tools.close()
+
+
+def _release(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:
     deleting = state.provider == "kind" and state.created_by_run and not state.kept
     if settings.topology.fake_nodes.count and not deleting:  # a deleted kind cluster takes its nodes with it
         _remove_fake_nodes(state, settings, run, tools)
@@ -219,8 +241,6 @@ def release(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
             )
     except Exception as exc:  # teardown reports; raising here would hide the test results
         progress.report(f"teardown of cluster {state.name} failed: {exc}")
-    finally:
-        tools.close()
 
 
 def _remove_fake_nodes(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import metrics, perfplots, plot, timeline
+from kai_conformance.reports import apiload, metrics, perfplots, plot, timeline
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
-from kai_conformance.reports.runinfo import flatten, gpu_topology
+from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -52,6 +52,11 @@ def svg_latency_by_gang_size(measured: list[metrics.Metric]) -> Markup:
     return Markup(perfplots.latency_by_gang_size(measured))  # the SVG escapes its texts
 
 
+def api_load_rows(run: RunInfo) -> list[tuple[str, str]]:
+    load = apiload.of_run(run.api_load)
+    return apiload.rows(load) if load is not None else []
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -66,6 +71,7 @@ def _environment() -> jinja2.Environment:
         svg_series=svg_series,
         svg_latency_cdf=svg_latency_cdf,
         svg_latency_by_gang_size=svg_latency_by_gang_size,
+        api_load_rows=api_load_rows,
         Status=Status,
         STATUS_ORDER=STATUS_ORDER,
         AREAS=AREAS,

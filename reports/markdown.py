@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kai_conformance.reports import metrics
+from kai_conformance.reports import apiload, metrics
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
@@ -106,6 +106,10 @@ def render(report: Report, html_name: str = "report.html") -> str:
         if versions:
             where = f" (run `{run.run_id}`)" if len(report.runs) > 1 else ""
             out += [f"**Stack{where}:** " + " · ".join(_cell(f"{v.name} {v.text}") for v in versions), ""]
+        load = apiload.of_run(run.api_load)
+        if load is not None:
+            where = f" (run `{run.run_id}`)" if len(report.runs) > 1 else ""
+            out += [f"**API load and overhead{where}:** " + _cell(apiload.markdown_line(load)), ""]
     runs = ", ".join(f"`{run.run_id}`" for run in report.runs)
     out.append(f"<sub>Runs {runs}. Full report: `{html_name}` (self-contained HTML, in the report artifact).</sub>")
     text = "\n".join(out) + "\n"

@@ -54,6 +54,8 @@ class RunInfo:
     interrupted: bool = False
     collection_errors: int = 0
     leftovers: list[str] = field(default_factory=list)
+    #: The suite's API requests, memory and CPU, and its share of the API server's requests (reports/apiload.py).
+    api_load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def duration(self) -> float | None:

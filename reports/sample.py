@@ -209,9 +209,31 @@ def runs() -> list[tuple[RunInfo, list[CaseRecord]]]:
             stack=_stack(versions, verified=old),
             command=["suites", "-n", "2", "--versions", f"kai-{versions['kai']}+trainer-{versions['trainer']}"],
             exit_status=1 if old else 0,
+            api_load=_api_load(old),
         )  # fmt: skip
         out.append((info, _run_cases(run_id, versions, old)))
     return out
+
+
+def _api_load(old: bool) -> dict:
+    """Made-up API load: the kind run measured its share; on the older existing cluster /metrics was forbidden."""
+    from kai_conformance.reports.apiload import ApiLoad, ProcessLoad, ServerReading
+
+    processes = [
+        ProcessLoad.from_counts("main", {("list", "namespaces"): 6, ("get", "/version"): 1},
+                                peak_rss_bytes=92 * 2**20, cpu_seconds=4.1, children_cpu_seconds=38.0),
+        ProcessLoad.from_counts("gw0", {("list", "pods"): 410, ("watch", "pods"): 3, ("apply", "trainjobs.trainer.kubeflow.org"): 24,
+                                        ("get", "podgroups.scheduling.run.ai"): 130, ("delete", "namespaces"): 12},
+                                peak_rss_bytes=181 * 2**20, cpu_seconds=61.0),
+        ProcessLoad.from_counts("gw1", {("list", "pods"): 380, ("watch", "pods"): 3, ("apply", "trainjobs.trainer.kubeflow.org"): 22,
+                                        ("get", "podgroups.scheduling.run.ai"): 118, ("delete", "namespaces"): 11},
+                                peak_rss_bytes=176 * 2**20, cpu_seconds=57.5),
+    ]  # fmt: skip
+    if old:
+        forbidden = 'reading /metrics is forbidden to the suite\'s credentials (User "ci" cannot get path "/metrics")'
+        return ApiLoad(processes, ServerReading(unavailable=forbidden), ServerReading(unavailable=forbidden)).to_json()
+    started = ServerReading(0, None, note="the API server started within this run: its count began at zero")
+    return ApiLoad(processes, started, ServerReading(48_310, T0 + 200)).to_json()
 
 
 def write_run_dirs(base: Path) -> list[Path]:

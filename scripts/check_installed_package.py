@@ -61,6 +61,14 @@ def problems(expected: list[str]) -> list[str]:
         found.append(f"suite modules imported under other names: {stray}")
     if taken := generic_names_taken():
         found.append(f"importable after the run: {taken}")
+    from kai_conformance.clusters import tools
+
+    if "site-packages" in tools.TOOLS_BIN.parts:
+        found.append(f"fetched tools would go into the installed package: {tools.TOOLS_BIN}")
+    helped = subprocess.run([sys.executable, "-m", "kai_conformance.clusters.fetch_tools", "--help"],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    if helped.returncode != 0:
+        found.append(f"the missing-tool hint's command fails from the wheel: {helped.stderr[-500:]}")
     with tempfile.TemporaryDirectory() as scratch:
         # the console script pip installed next to this interpreter
         script = shutil.which("kai-conformance", path=str(Path(sys.executable).parent)) or "kai-conformance"

@@ -46,7 +46,8 @@ def test_a_missing_executable_names_how_to_get_it() -> None:
         commands.run(["/nonexistent/helm", "version"], timeout=5)
     assert str(caught.value) == (
         "`helm version` could not start: executable not found\n"
-        "fix: python scripts/fetch_tools.py helm   (pinned version, checksum-verified, into .tools/bin)"
+        f"fix: python -m kai_conformance.clusters.fetch_tools helm   (pinned version, checksum-verified, into "
+        f"{tools.TOOLS_BIN})"
     )
 
 
@@ -58,8 +59,23 @@ def test_tool_lookup_prefers_path_then_the_pinned_tools(tmp_path: Path, monkeypa
     monkeypatch.setattr(tools, "TOOLS_BIN", pinned)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert commands.tool("helm") == str(pinned / "helm")
-    with pytest.raises(errors.UsageError, match=r"^kubectl is not on PATH; fix: python scripts/fetch_tools.py kubectl"):
+    with pytest.raises(
+        errors.UsageError, match=r"^kubectl is not on PATH; fix: python -m kai_conformance.clusters.fetch_tools kubectl"
+    ):
         commands.tool("kubectl")
+
+
+def test_the_tools_folder_is_the_clones_own_or_the_users_cache_when_installed(tmp_path: Path) -> None:
+    clone, installed = tmp_path / "clone", tmp_path / "site-packages" / "kai_conformance"
+    clone.mkdir()
+    (clone / "pyproject.toml").write_text("")
+    installed.mkdir(parents=True)
+    assert tools.default_tools_bin(clone, {}) == clone / ".tools" / "bin"
+    cache = tmp_path / "cache"
+    assert (
+        tools.default_tools_bin(installed, {"XDG_CACHE_HOME": str(cache)})
+        == cache / "kai-conformance" / "tools" / "bin"
+    )
 
 
 def test_captured_output_collects_what_child_processes_print() -> None:

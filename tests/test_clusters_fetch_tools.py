@@ -1,4 +1,4 @@
-"""scripts/fetch_tools.py: pinned downloads verified by sha256 (plain binaries and helm's archive), nothing
+"""clusters/fetch_tools.py: pinned downloads verified by sha256 (plain binaries and helm's archive), nothing
 installed on a mismatch, and clear messages offline or on a platform without a pinned checksum."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import fetch_tools
+from kai_conformance.clusters import fetch_tools
 
 
 def sha(data: bytes) -> str:

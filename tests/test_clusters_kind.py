@@ -187,7 +187,9 @@ def test_no_docker_engine_is_named_with_its_fix(fake_kind: FakeKind, tmp_path: P
 
 def test_kind_missing_names_the_fetch_command(fake_kind: FakeKind, tmp_path: Path) -> None:
     (fake_kind.bin_dir / "kind").unlink()
-    with pytest.raises(errors.UsageError, match=r"kind is not on PATH; fix: python scripts/fetch_tools.py kind"):
+    with pytest.raises(
+        errors.UsageError, match=r"kind is not on PATH; fix: python -m kai_conformance.clusters.fetch_tools kind"
+    ):
         up(tmp_path)
 
 

@@ -22,7 +22,14 @@ from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
 from tests.fakes.kube import FakeKube
-from tests.fakes.kwok import FakeKwok, kwok_release_manifests, render_status, stage_fast_manifests
+from tests.fakes.kwok import (
+    FakeKwok,
+    kwok_release_manifests,
+    pod_delete_stage,
+    pod_ready_stage,
+    render_status,
+    stage_fast_manifests,
+)
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
 
@@ -128,7 +135,7 @@ def test_a_real_node_with_a_fake_nodes_name_is_never_changed(fake: FakeKube) -> 
 def test_nodes_kwok_never_reports_ready_end_in_a_timeout_naming_kwok(fake: FakeKube) -> None:
     topology = with_fake_nodes(load_topology("pr-gate"), 2, 8)
     with pytest.raises(errors.WaitTimeout, match=r"(?s)0/2 Ready.*kwok-controller"):
-        kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TIMEOUTS)
+        kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TimeoutPolicy(scale=0.001))
 
 
 # ------------------------------------------------------------------------------------------------------ stages
@@ -259,9 +266,45 @@ def test_on_kind_the_pinned_kwok_and_the_suites_stages_are_installed_then_nodes_
     assert [n for n in state.gpus if "kwok" in n] == ["kc-test-kwok-0001", "kc-test-kwok-0002", "kc-test-kwok-0003"]
     assert all(state.gpus[n] == 8 for n in state.gpus if "kwok" in n)
     assert state.stack["kwok"]["fake_nodes"] == 3
+    assert state.stack["kwok"]["probe"]["deleted_pod"].startswith(f"phase Failed, every container terminated with "
+                                                                   f"exit code {EVICTED_EXIT_CODE}")  # fmt: skip
     release(settings, run_context(tmp_path), toolbox(stack))  # a reused cluster stays; its fake nodes go
     assert fake_node_names(fake) == []
     assert fake.get(kinds.NODE, "kc-test-worker")  # real workers untouched
+
+
+def cluster_kwok_stages(fake: FakeKube) -> list[dict]:
+    """The existing cluster's own kwok stages (release pod-ready and fast pod-delete), which the suite leaves alone."""
+    stages = [pod_ready_stage(), pod_delete_stage()]
+    for stage in stages:
+        fake.put(stage)
+    return fake.objects(kinds.KWOK_STAGE)
+
+
+def test_on_kind_a_kwok_release_that_cannot_be_read_stops_the_run_before_the_stack_is_installed(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    tools = toolbox(stack)
+    fetch = tools.fetch
+
+    def offline(url: str, timeout: float) -> str:
+        if "kwok" in url:
+            from kai_conformance.clusters.install.manifests import download
+
+            return download("http://127.0.0.1:9/kwok.yaml", 0.5)  # nothing listens: as on an air-gapped machine
+        return fetch(url, timeout)
+
+    tools.fetch = offline
+    settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 2)
+    with pytest.raises(errors.InfrastructureError) as failed:
+        acquire(settings, run_context(tmp_path), tools)
+    message = str(failed.value)
+    assert message.startswith("--fake-nodes needs kwok v0.8.0, and its release manifests cannot be read: cannot "
+                              "download http://127.0.0.1:9/kwok.yaml")  # fmt: skip
+    assert "fix: let this machine reach github.com" in message and "--cluster existing" in message
+    assert "--jobset-manifests" not in message  # the generic download hint names no option that helps here
+    assert stack.runner.commands("helm") == [] and fake.operations("apply") == []  # nothing installed
+    assert fake_node_names(fake) == []
 
 
 def existing_settings(tmp: Path, **overrides: Any) -> Any:
@@ -301,6 +344,7 @@ def test_an_existing_clusters_kwok_is_used_and_its_stages_left_alone(
                             {"app": "kwok-controller"}))  # fmt: skip
     if how == "found by image":
         fake.put(deployment("fake-kubelet", "sim", "mirror.example.com/kwok/kwok:v0.7.0"))
+    own = cluster_kwok_stages(fake)
     settings = with_nodes(existing_settings(tmp_path, kwok_managed=how == "declared"), 2)
     state = acquire(settings, run_context(tmp_path), toolbox(stack))
     assert state.stack["kwok"]["origin"].startswith(
@@ -308,7 +352,13 @@ def test_an_existing_clusters_kwok_is_used_and_its_stages_left_alone(
             how
         ]
     )
-    assert fake.objects(kinds.KWOK_STAGE) == []  # the suite installs no stage on a cluster it does not own
+    # the suite installs and changes no stage on a cluster it does not own
+    assert [(s["metadata"], s["spec"]) for s in fake.objects(kinds.KWOK_STAGE)] == [
+        (s["metadata"], s["spec"]) for s in own
+    ]
+    probe = state.stack["kwok"]["probe"]
+    assert (probe["node"], probe["stages"]) == ("prod-kwok-0001", ["pod-delete", "pod-ready"])
+    assert probe["deleted_pod"].startswith("not judged")
     assert fake_node_names(fake) == ["prod-kwok-0001", "prod-kwok-0002"]  # named after the context
     release(settings, run_context(tmp_path), toolbox(stack))
     assert fake_node_names(fake) == []
@@ -321,6 +371,7 @@ def test_fake_nodes_are_removed_when_provisioning_fails_after_creating_them(
         raise errors.InfrastructureError("the suite's runtimes could not be applied")
 
     monkeypatch.setattr(provision, "apply_suite_objects", broken)
+    cluster_kwok_stages(fake)
     settings = with_nodes(existing_settings(tmp_path, kwok_managed=True), 3)
     with pytest.raises(errors.InfrastructureError, match="runtimes could not be applied"):
         acquire(settings, run_context(tmp_path), toolbox(stack))

@@ -68,10 +68,10 @@ def cluster_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeKub
     return stack
 
 
-def run_suite(tmp_path: Path, provider: str, gpus: int, *args: str) -> tuple[int, Outcomes]:
+def run_suite(tmp_path: Path, provider: str, gpus: int, *args: str, name: str = "") -> tuple[int, Outcomes]:
     suites = tmp_path / "suites"
     suites.mkdir(exist_ok=True)
-    module = suites / f"test_e2e_{provider}.py"  # a name of its own: pytest keeps imported modules by name
+    module = suites / f"test_e2e_{name or provider}.py"  # a name of its own: pytest keeps imported modules by name
     module.write_text(SUITE.replace("{total}", str(gpus)))
     outcomes = Outcomes()
     code = pytest.main(
@@ -136,3 +136,21 @@ def test_a_suite_run_on_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
     assert (state["provider"], state["created_by_run"], state["kept"]) == ("kind", True, False)
     assert state["gpus"] == {"kai-conformance-worker": 4, "kai-conformance-worker2": 4, "kai-conformance-worker3": 4}
     assert len(fake.operations("patch")) == 3  # one GPU patch per worker; the per-case checks found them in place
+
+
+def test_a_cluster_that_cannot_be_provisioned_is_one_message_and_no_further_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeKube
+) -> None:
+    tools_on_path(tmp_path / "bin", monkeypatch)
+    monkeypatch.setattr(plugin, "SUITES_DIR", tmp_path / "suites")
+    monkeypatch.chdir(tmp_path)
+    fake.put(worker_node("gpu-a", None, capacity=8))  # a cluster with GPUs but no stack: nothing to verify
+    with serve(route_to(fake)) as server:
+        code, outcomes = run_suite(
+            tmp_path, "existing", 8, "--kubeconfig", str(server.kubeconfig(tmp_path)), name="unprovisioned"
+        )
+    assert code == pytest.ExitCode.INTERRUPTED
+    ((name, (outcome, message)),) = outcomes.reports.items()  # the first case only: no further case is run
+    assert (name, outcome) == ("test_sees_the_verified_stack", "failed")
+    assert message.startswith("kai_conformance.fixtures.errors.") and "not installed" in message, message
+    assert "def cluster" not in message and ".py:" not in message, message  # the message, not a traceback

@@ -47,7 +47,8 @@ def test_an_oversized_gang_hold_ends_after_kai_refused_it_three_more_times(flow)
     assert held.startswith("none of the 13 pods bound")
     assert "ended after the scheduler refused the workload" in held and "(needs 3)" in held
     seconds = float(re.search(r"held (\d+\.\d)s of 0\.9s", held).group(1))
-    assert HOLDING.refusals.minimum <= seconds < HOLDING.hold
+    # The verdict rounds to 0.1 s; on a loaded machine an early end can still round up to the wall time.
+    assert HOLDING.refusals.minimum <= seconds <= round(HOLDING.hold, 1)
 
 
 def test_with_kai_events_throttled_the_hold_lasts_its_wall_time_and_says_so(flow) -> None:

@@ -52,7 +52,7 @@ def test_working_docker_is_no_problem() -> None:
 def test_each_missing_tool_gets_a_fetch_and_an_install_hint() -> None:
     problems = preflight.check_tools(("kind", "kubectl", "helm"), find=lambda tool: None if tool != "kubectl" else "/k")
     assert [p.what for p in problems] == ["kind is not on PATH", "helm is not on PATH"]
-    assert "python scripts/fetch_tools.py kind" in problems[0].fix
+    assert "python -m kai_conformance.clusters.fetch_tools kind" in problems[0].fix
     assert "https://helm.sh/docs/intro/install/" in problems[1].fix
 
 

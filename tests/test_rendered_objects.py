@@ -120,8 +120,11 @@ def test_gpu_demand_fits_the_cluster_and_whole_cluster_cases_are_serial(layout_n
     for entry in CASES:
         demand = entry.case.gpu_demand(layout)
         assert 0 <= demand <= layout.total, f"{entry.test}: demand {demand} on {layout.describe()}"
-        if demand == layout.total and demand > 2:
+        reserves = getattr(entry.case, "reserves_every_gpu", False)
+        if demand == layout.total and demand > 2 and not reserves:
             assert "serial" in entry.marks, f"{entry.test} may hold every GPU but is not marked serial"
+        if reserves:  # binds nothing, but only while every GPU is idle: it leases them all
+            assert demand == layout.total, f"{entry.test} must lease every GPU of {layout.describe()}"
         if "disruptive" in entry.marks:
             assert "serial" in entry.marks, f"{entry.test}: disruptive cases must also be serial"
         rendered(entry, combination, layout)  # every symbolic size resolves on every layout

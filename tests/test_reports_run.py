@@ -147,10 +147,17 @@ EXPECTED = {  # test name → (record outcome, report status, failure kind, cate
 }  # fmt: skip
 
 
-def api_server(request) -> tuple[int, dict]:
-    """Preflight's /version, and empty lists for the end-of-run leftover check."""
+SERVED = {"requests": 0}  # what the loopback API server answered (its /metrics says 1000 times as much)
+
+
+def api_server(request) -> tuple[int, object]:
+    """Preflight's /version, /metrics for the run's request count, and empty lists for the leftover check."""
+    SERVED["requests"] += request.path != "/metrics"
     if request.path == "/version":
         return 200, {"gitVersion": "v1.35.5"}
+    if request.path == "/metrics":
+        text = f'apiserver_request_total{{resource="pods",subresource="",verb="LIST"}} {1000 * SERVED["requests"]}\n'
+        return 200, text.encode()
     return 200, {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}
 
 
@@ -311,3 +318,22 @@ def test_html_markdown_json_and_the_step_summary(run: dict) -> None:
     markdown = (report / "summary.md").read_text()
     assert markdown.startswith("## ❌") and "A gang that does not fit gets no pod bound" in markdown
     assert run["step_summary"].read_text() == "earlier step output\n" + markdown + "\n"
+
+
+def test_the_runs_api_load_merges_every_process_and_the_servers_count(run: dict) -> None:
+    report = run["report"]
+    load = json.loads((report / "summary.json").read_text())["runs"][0]["api_load"]
+    processes = {p["process"]: p for p in load["processes"]}
+    assert sorted(processes) == ["gw0", "gw1", "main"], "every xdist worker and the main process reported"
+    assert load["processes"][0]["process"] == "main"
+    workers = [processes["gw0"], processes["gw1"]]
+    assert any("apply" in p["requests"] for p in workers), "the failing case's workspace applied through its kube"
+    assert processes["main"]["requests"]["list"]["namespaces"] >= 1, "the main process's leftover check"
+    assert "/version" not in processes["main"]["requests"].get("get", {}), "preflight came before the start reading"
+    assert all(p["peak_rss_bytes"] > 2**20 and p["cpu_seconds"] > 0 for p in load["processes"])
+    start, end = load["server_start"]["requests"], load["server_end"]["requests"]
+    assert start >= 1000 and end > start, "read at the start (after preflight's /version) and at the end"
+    assert load["server_requests"] == end - start
+    assert load["fraction"] == pytest.approx(load["suite_requests"] / load["server_requests"])
+    assert "API load and overhead" in (report / "report.html").read_text()
+    assert "**API load and overhead:**" in (report / "summary.md").read_text()

@@ -3,6 +3,7 @@ worker dies, and the refusal of disruptive cases on existing clusters without op
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.scheduling import CaseGate, FileLockSlot, case_guard, gpu_demand, gpu_lease, refusal
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from tests.suite_cases import suite_cases
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
 
@@ -127,12 +129,51 @@ def test_gpu_leases_never_exceed_the_cluster(tmp_path: Path) -> None:
     threads.append(in_thread(second))
     time.sleep(0.05)
     assert "second in" not in events
-    with gpu_lease(tmp_path, 1, 4, EXPIRING, "small"):  # the one free GPU is still there: nothing held partially
-        events.append("small in")
+    free = [slot for slot in gpu_slots(tmp_path, 4) if slot.try_acquire(exclusive=True)]
+    assert len(free) == 1  # the one free GPU is still there: the waiting case holds nothing partially
+    for slot in free:
+        slot.release()
     done.set()
     for thread in threads:
         thread.join(5)
     assert events.index("second in") > events.index("big out")
+
+
+def gpu_slots(directory: Path, total: int) -> list[FileLockSlot]:
+    return [FileLockSlot(directory / f"gpu-{index}.lock") for index in range(total)]
+
+
+def test_a_case_waiting_for_its_gpus_stops_later_leases_so_a_lease_of_every_gpu_is_not_starved(
+    tmp_path: Path,
+) -> None:
+    events: list[str] = []
+    first_out = threading.Event()
+
+    def first() -> None:
+        with gpu_lease(tmp_path, 1, 4, PATIENT, "first"):
+            events.append("first in")
+            first_out.wait(5)
+        events.append("first out")
+
+    def everything() -> None:
+        with gpu_lease(tmp_path, 4, 4, PATIENT, "every GPU"):
+            events.append("every GPU in")
+        events.append("every GPU out")
+
+    threads = [in_thread(first)]
+    while "first in" not in events:
+        time.sleep(0.005)
+    threads.append(in_thread(everything))
+    time.sleep(0.05)  # the lease of every GPU now waits, holding the GPU turnstile
+    with pytest.raises(errors.WaitTimeout) as caught, gpu_lease(tmp_path, 1, 4, EXPIRING, "late"):
+        pass  # three GPUs are free, yet the late case waits behind the lease of every GPU
+    assert "a case that waits for its GPUs goes first" in str(caught.value)
+    first_out.set()
+    for thread in threads:
+        thread.join(5)
+    assert events.index("first out") < events.index("every GPU in")
+    with gpu_lease(tmp_path, 1, 4, EXPIRING, "after"):  # the turnstile was let go with the lease
+        events.append("after in")
 
 
 def test_a_lease_that_never_comes_names_what_is_free(tmp_path: Path) -> None:
@@ -274,3 +315,38 @@ def test_guard_skips_refused_and_oversized_cases(tmp_path: Path, guarded) -> Non
     request = Request(tmp_path, state("existing"), (), guarded, case=Greedy())
     with pytest.raises(pytest.skip.Exception, match="needs 13 GPUs at once; cluster prod has 12"), case_guard(request):  # type: ignore[arg-type]
         pass
+
+
+def test_an_over_subscribed_gang_leases_every_gpu_so_no_gpu_case_runs_beside_it_but_the_others_do(
+    tmp_path: Path, guarded
+) -> None:
+    """The over-cluster gangs are not serial: their lease of every GPU keeps out every case of the suites that
+    leases a GPU, for as long as the gang holds it, while the cases that lease none run beside it."""
+    cases = suite_cases()
+    gangs = [c for c in cases if getattr(c.case, "reserves_every_gpu", False)]
+    assert sorted(c.case.id for c in gangs) == ["over-cluster-of-1-gpu", "over-cluster-of-whole-node"]
+    side_by_side = [c for c in cases if not c.marks & {"serial", "disruptive"} and c not in gangs]
+    layout = guarded["gpu_layout"]
+    leasing = [c for c in side_by_side if c.case.gpu_demand(layout) > 0]
+    idle = [c for c in side_by_side if c.case.gpu_demand(layout) == 0]
+    assert len(leasing) > 20 and len(idle) >= 4  # e.g. missing queue, over-limit, more-than-any-node, controls
+    at_once = TimeoutPolicy(scale=0.000005)  # lease budget 4.5 ms: a case either gets in at once or not at all
+    impatient = {**guarded, "settings": dataclasses.replace(guarded["settings"], timeouts=at_once)}
+    kind = state("kind", "kind")
+    for gang, kept_out in zip(gangs, (leasing, leasing[:3]), strict=True):  # both leases are the same code path
+        assert not gang.marks & {"serial", "disruptive"}
+        assert gang.case.gpu_demand(layout) == layout.total == 12
+        with case_guard(Request(tmp_path, kind, tuple(gang.marks), guarded, case=gang.case)):  # type: ignore[arg-type]
+            for other in kept_out:
+                with (
+                    pytest.raises(errors.WaitTimeout, match="GPUs it needs are free"),
+                    case_guard(Request(tmp_path, kind, tuple(other.marks), impatient, case=other.case)),  # type: ignore[arg-type]
+                ):
+                    pytest.fail(f"{other.test} ran beside {gang.test}")
+            beside = []
+            for other in idle:
+                with case_guard(Request(tmp_path, kind, tuple(other.marks), impatient, case=other.case)):  # type: ignore[arg-type]
+                    beside.append(other.test)
+            assert beside == [c.test for c in idle]
+        with case_guard(Request(tmp_path, kind, tuple(leasing[0].marks), impatient, case=leasing[0].case)):  # type: ignore[arg-type]
+            pass  # the lease went with the gang

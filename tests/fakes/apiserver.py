@@ -2,14 +2,15 @@
 
 It records every request (method, path, query, headers, body) and answers from a routing function, so the
 self-tests check the exact HTTP the real client sends: verbs, paths, content types, field manager, dry-run,
-propagation policy, selectors.
+propagation policy, selectors. A route may answer with a :class:`Stream`: a chunked response written piece by piece
+(a watch), which can pause until the test lets it go on.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,17 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]  # names lower-cased
     body: object
+
+
+@dataclass
+class Stream:
+    """A chunked answer: each part is sent as its own chunk as soon as the previous one is written. A dict is one
+    JSON line (a watch event), bytes are sent as they are (half a line, to prove the client buffers), and a
+    ``threading.Event`` pauses the stream until the test sets it (at most ``pause_limit`` seconds). The stream
+    ends after the last part, as the API server ends a watch at its timeout."""
+
+    parts: Iterable[object]
+    pause_limit: float = 5.0
 
 
 Route = Callable[[Request], tuple[int, object]]
@@ -54,6 +66,8 @@ def serve(route: Route) -> Iterator[ApiServer]:
     server_state = ApiServer(route)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # chunked streams need it; every other answer has a Content-Length
+
         def _handle(self) -> None:
             parts = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
@@ -63,12 +77,33 @@ def serve(route: Route) -> Iterator[ApiServer]:
             request = Request(self.command, parts.path, parse_qs(parts.query), headers, body)
             server_state.requests.append(request)
             status, answer = server_state.route(request)
+            if isinstance(answer, Stream):
+                self._stream(status, answer)
+                return
             data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _stream(self, status: int, stream: Stream) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for part in stream.parts:
+                    if isinstance(part, threading.Event):
+                        part.wait(stream.pause_limit)
+                        continue
+                    data = part if isinstance(part, bytes) else json.dumps(part).encode() + b"\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:  # the client closed the watch
+                pass
+            self.close_connection = True
 
         do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle
 

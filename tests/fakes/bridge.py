@@ -2,16 +2,18 @@
 
 Used to run the suite's pytest plugin end to end against an "existing cluster" with no cluster at all: the
 plugin connects over HTTP exactly as it would to a real API server, and the fake (with its simulated stack)
-answers. Only the REST shapes the suite uses are routed.
+answers. Only the REST shapes the suite uses are routed, watches (as chunked streams) and ``/metrics`` included.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kinds import Kind
-from tests.fakes.apiserver import Request, status
+from kai_conformance.fixtures.kube import Watch
+from tests.fakes.apiserver import Request, Stream, status
 from tests.fakes.kube import FakeKube
 
 
@@ -33,6 +35,8 @@ def route_to(fake: FakeKube):
     def route(request: Request) -> tuple[int, Any]:
         if request.path == "/version":
             return 200, {"gitVersion": fake.git_version}
+        if request.path == "/metrics":
+            return 200, fake._metrics().encode()
         split = _split(request.path)
         if split is None:
             return status(404, "NotFound", f"no route {request.path}")
@@ -40,6 +44,12 @@ def route_to(fake: FakeKube):
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
+        if not rest and namespace is None:  # discovery: the APIResourceList of a group version
+            served = [k for k in fake.served.values() if k.api_version == api_version]
+            if not served:
+                return status(404, "NotFound", "the server could not find the requested resource")
+            return 200, {"kind": "APIResourceList", "groupVersion": api_version, "resources": [
+                {"name": k.resource, "kind": k.kind, "namespaced": k.namespaced} for k in served]}  # fmt: skip
         if not rest:
             return status(404, "NotFound", "the server could not find the requested resource")
         kind = _kind(fake, api_version, rest[0])
@@ -56,14 +66,28 @@ def route_to(fake: FakeKube):
     return route
 
 
+def _events(stream: Watch) -> Iterator[dict]:
+    """A watch's events as the API server writes them; a failure mid-stream (Gone) as its ERROR event."""
+    try:
+        for event in stream:
+            yield {"type": event.type, "object": event.obj}
+    except errors.KubeError as exc:
+        yield {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                           "code": exc.status, "reason": exc.reason, "message": exc.message}}  # fmt: skip
+
+
 def _call(fake: FakeKube, request: Request, kind: Kind, namespace: str | None, name: str | None,
           subresource: str | None) -> Any:  # fmt: skip
     query = {key: values[0] for key, values in request.query.items()}
     if request.method == "GET" and name:
         return fake._get(kind, namespace, name)
+    if request.method == "GET" and query.get("watch") == "true":
+        stream = fake._watch(kind, namespace, query.get("labelSelector"), query.get("fieldSelector"),
+                             query.get("resourceVersion", ""), int(query.get("timeoutSeconds", 60)))  # fmt: skip
+        return Stream(_events(stream))
     if request.method == "GET":
-        items = fake._list(kind, namespace, query.get("labelSelector"), query.get("fieldSelector"))
-        return {"kind": f"{kind.kind}List", "items": items}
+        items, version = fake._list_versioned(kind, namespace, query.get("labelSelector"), query.get("fieldSelector"))
+        return {"kind": f"{kind.kind}List", "metadata": {"resourceVersion": version}, "items": items}
     if request.method == "POST":
         return fake._create(kind, request.body, dry_run=query.get("dryRun") == "All")
     if request.method == "PATCH" and request.headers.get("content-type") == "application/apply-patch+yaml":

@@ -136,8 +136,9 @@ class Kai(Simulation):
             requested = self._placed()
             for pod in self.fake.stored(kinds.POD):  # read only
                 node = pod["spec"].get("nodeName") or requested.get(_key(pod))
-                # A deleted pod holds its GPUs until its containers have ended (terminal phase), as on a node.
-                if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                # A deleted pod holds its GPUs until its containers have ended (terminal phase), as on a node. A pod
+                # pinned to a node outside the simulated layout (the kwok probe's) takes nothing KAI places on.
+                if node in left and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                     left[node] -= gpus_of(pod)
             return left
 

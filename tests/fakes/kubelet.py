@@ -19,6 +19,7 @@ from __future__ import annotations
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating
+from tests.fakes.kwok import kwok_node, plays_kwok_nodes
 from tests.fakes.simulation import Obj, Simulation
 
 #: 128 + SIGKILL: a container still running when the grace period ends.
@@ -55,9 +56,12 @@ def phase_of(exit_codes: list[int]) -> str:
 class Kubelet(Simulation):
     def kubelet(self) -> bool:
         changed = False
+        kwok_plays = plays_kwok_nodes(self.fake)
         for pod in self._all(kinds.POD):
             if not is_bound(pod):
                 continue
+            if kwok_plays and kwok_node(self.fake.store.get(("v1", "Node", None, pod["spec"]["nodeName"]))):
+                continue  # a kwok node has no kubelet: the fake kwok plays its pods
             if is_terminating(pod):
                 changed |= self._kill(pod)
             elif (pod.get("status") or {}).get("phase") in (None, "Pending"):

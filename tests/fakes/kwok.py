@@ -5,6 +5,11 @@ on plain dotted keys with Exists / DoesNotExist / In / NotIn, ``next.statusTempl
 
 The status template is rendered by substituting the Go-template actions the suite's template uses; an action it
 does not know fails the test, so a template change cannot pass unnoticed.
+
+A kwok node has no kubelet: once a FakeKwok plays a FakeKube, the simulated kubelet (tests/fakes/kubelet.py) leaves
+the pods of kwok's nodes to it (:func:`plays_kwok_nodes`), so a kwok whose stages never start a pod is visible as such.
+The API server gives every new pod phase ``Pending`` (pkg/registry/core/pod/strategy.go ``PrepareForCreate``);
+FakeKube does not, so the fake kwok sees a pod without a phase as Pending.
 """
 
 from __future__ import annotations
@@ -18,6 +23,16 @@ from kai_conformance.fixtures import kinds
 from tests.fakes.kube import Call, FakeKube
 
 NOW = "2026-01-01T00:00:00Z"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def plays_kwok_nodes(fake: FakeKube) -> bool:
+    """Whether a FakeKwok plays the kubelet of ``fake``'s kwok nodes (the simulated kubelet then leaves them)."""
+    return getattr(fake, "fake_kwok", None) is not None
+
+
+def kwok_node(node: dict[str, Any] | None) -> bool:
+    return node is not None and (node["metadata"].get("annotations") or {}).get(KWOK_ANNOTATION) == "fake"
 
 
 def lookup(obj: dict[str, Any], key: str) -> Any:
@@ -65,20 +80,25 @@ def render_status(template: str, pod: dict[str, Any]) -> dict[str, Any]:
 class FakeKwok:
     """Install with ``FakeKwok(fake)``: after every API call it advances each managed object by one stage."""
 
-    def __init__(self, fake: FakeKube) -> None:
+    def __init__(self, fake: FakeKube, stages: list[dict[str, Any]] | None = None) -> None:
+        """``stages``: what kwok plays besides the Stage objects in the store (a kwok configured without the Stage
+        CRD plays the stages of its config file)."""
         self.fake = fake
+        self.stages = list(stages or [])
         fake.reactors.append(self._react)
+        fake.fake_kwok = self  # type: ignore[attr-defined]
 
     def _react(self, fake: FakeKube, call: Call) -> None:
         for obj in list(fake.store.values()):
-            if obj["kind"] == "Node" and (obj["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake":
+            if obj["kind"] == "Node" and kwok_node(obj):
                 conditions = obj.setdefault("status", {}).setdefault("conditions", [])
                 if not any(c.get("type") == "Ready" for c in conditions):
                     conditions.append({"type": "Ready", "status": "True"})
-        stages = [o for o in fake.store.values() if o["kind"] == "Stage"]
+        stages = [*self.stages, *(o for o in fake.store.values() if o["kind"] == "Stage")]
         for key, pod in list(fake.store.items()):
             if pod["kind"] != "Pod" or not self._on_fake_node(pod):
                 continue
+            pod.setdefault("status", {}).setdefault("phase", "Pending")
             for stage in stages:
                 spec = stage["spec"]
                 if spec["resourceRef"]["kind"] != "Pod" or not matches(pod, spec["selector"]["matchExpressions"]):
@@ -90,8 +110,7 @@ class FakeKwok:
                 break
 
     def _on_fake_node(self, pod: dict[str, Any]) -> bool:
-        node = self.fake.store.get(("v1", "Node", None, pod.get("spec", {}).get("nodeName")))
-        return node is not None and (node["metadata"].get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"
+        return kwok_node(self.fake.store.get(("v1", "Node", None, pod.get("spec", {}).get("nodeName"))))
 
 
 def kwok_release_manifests() -> str:
@@ -111,12 +130,52 @@ def kwok_release_manifests() -> str:
     return yaml.safe_dump_all([stage_crd, deployment])
 
 
-def stage_fast_manifests() -> str:
-    """stage-fast.yaml's five stage names (kwok v0.8.0 kustomize/stage/fast), bodies reduced to a pod selector."""
-    names = ("node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete")
-    return yaml.safe_dump_all([
-        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
-         "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node" if name.startswith("node") else "Pod"},
-                  "selector": {"matchExpressions": [{"key": ".metadata.never", "operator": "Exists"}]}, "next": {}}}
-        for name in names
-    ])  # fmt: skip
+#: kwok v0.8.0 kustomize/stage/pod/fast/pod-ready.yaml, reduced to what the fake renders: its selector without the
+#: jq expression on the Ready condition, its template without init containers, readiness gates and IPs.
+POD_READY_STATUS = """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+phase: Running
+"""
+
+
+def stage(name: str, kind: str, expressions: list[dict[str, Any]], next_: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+            "spec": {"resourceRef": {"apiGroup": "v1", "kind": kind}, "selector": {"matchExpressions": expressions},
+                     "next": next_}}  # fmt: skip
+
+
+def pod_ready_stage() -> dict[str, Any]:
+    return stage("pod-ready", "Pod", [
+        {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+        {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+    ], {"statusTemplate": POD_READY_STATUS})  # fmt: skip
+
+
+def pod_delete_stage() -> dict[str, Any]:
+    """kwok v0.8.0 kustomize/stage/pod/fast/pod-delete.yaml as it is: a deleted pod goes at once."""
+    return stage("pod-delete", "Pod", [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}], {"delete": True})
+
+
+def stage_fast_manifests(*, pod_ready: bool = True) -> str:
+    """stage-fast.yaml's five stages (kwok v0.8.0 kustomize/stage/fast): ``pod-ready`` as :func:`pod_ready_stage`
+    (``pod_ready=False``: a release whose pod-ready never matches, i.e. a kwok that never starts a pod), the others
+    reduced to a selector that never matches (the fake plays node readiness itself)."""
+    never = [{"key": ".metadata.never", "operator": "Exists"}]
+    stages = [stage(name, "Node", never, {}) for name in ("node-initialize", "node-heartbeat-with-lease")]
+    stages.append(pod_ready_stage() if pod_ready else stage("pod-ready", "Pod", never, {}))
+    stages += [stage(name, "Pod", never, {}) for name in ("pod-complete", "pod-delete")]
+    return yaml.safe_dump_all(stages)

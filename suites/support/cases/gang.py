@@ -42,16 +42,26 @@ class GangCase:
     def manifests(self, ctx: RenderContext) -> list[Manifest]:
         return [self.trainjob(ctx)] if self.default_scheduler else [self.queue(ctx), self.trainjob(ctx)]
 
+    @property
+    def reserves_every_gpu(self) -> bool:
+        """An over-subscribed gang binds nothing on a correct KAI, yet its hold proves something only while every GPU
+        is idle: a KAI that places part of a gang must find room to do so, and may take no GPU another case holds.
+        It leases every GPU (no other GPU-leasing case runs meanwhile) instead of taking the whole cluster
+        (``serial``), so the cases that lease none (refused workloads, controls) still run beside it."""
+        return self.shape.pods is PodCount.OVER and not self.default_scheduler
+
     def gpu_demand(self, layout: GpuLayout) -> int:
         if self.default_scheduler:  # places what fits: everything up to the whole cluster
             return min(self.shape.demand(layout), layout.total)
+        if self.reserves_every_gpu:
+            return layout.total
         return self.shape.demand(layout) if self.shape.fits(layout) else 0
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
         if self.default_scheduler:  # the default scheduler fills every GPU it can
             return (SERIAL, DISRUPTIVE)
-        if self.shape.pods is PodCount.OVER:  # over-subscription: must see the whole, otherwise idle, cluster
-            return (SERIAL,)
+        if self.reserves_every_gpu:  # every GPU idle by lease (gpu_demand), not the whole cluster
+            return ()
         if self.shape.needs_whole_cluster:  # fills every GPU
             return (SERIAL, DISRUPTIVE)
         if self.shape.needs_whole_nodes:
