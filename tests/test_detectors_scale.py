@@ -4,11 +4,15 @@ fires on a violating one; the ledger counts binds, evictions and fill as the rep
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
+from kai_conformance.reports import compare, generate
 from kai_conformance.reports.metrics import collect
+from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord, CaseRecorder
+from kai_conformance.reports.runinfo import RunInfo
 from kai_conformance.suites.support.cases.scale import BurstPlan, PlannedGang, PlannedQueue
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.scale_ledger import BurstLedger
@@ -220,3 +224,30 @@ def test_held_over_time_is_thinned_for_the_report_and_keeps_the_last_point() -> 
         run.bind_all(f"g{index}", float(index))
     thinned = run.ledger.held_over_time(points=10)
     assert len(thinned) == 11 and thinned[-1] == (49.0, 50.0)
+
+
+def test_the_reports_and_compare_carry_the_scale_metrics(tmp_path) -> None:
+    """A burst's record flows into summary.json, the Markdown table, the HTML plots, and ``reports compare``."""
+
+    def written(slowdown: float, directory):
+        run = Run(gangs((2, 1), (4, 2), (16, 1)), [PlannedQueue("q", quota=-1, limit=-1)], cluster=64)
+        run.submit(100.0)
+        for index, gang in enumerate(("g0", "g1", "g2")):
+            run.create(gang, 100.5 + index)
+            run.bind_all(gang, 102.0 + index * slowdown)
+        record = CaseRecord(nodeid="suites/test_scale.py::test_burst[case]", area="scale", run_id="r1")
+        recorder = CaseRecorder(record)
+        recorder.burst(run.ledger.burst_times("burst", settled=120.0), run.ledger.gang_times())
+        recorder.series("GPUs held by burst", run.ledger.held_over_time())
+        return generate.write_reports(directory, [RunRecords(RunInfo(run_id="r1"), [record])])
+
+    base = written(1.0, tmp_path / "base")
+    summary = json.loads(base.json.read_text())["metrics"]
+    assert summary["scale_time_to_bound"]["count"] == 3 and set(summary["scale_time_to_bound"]["by_gang_size"]) == {
+        "2", "4", "16"}  # fmt: skip
+    assert summary["scale_bind_throughput"]["better"] == "higher" and summary["scale_evictions"]["max"] == 0
+    assert "| scale_time_to_fill | s | 1 |" in base.markdown.read_text()
+    assert 'aria-label="latency by gang size' in base.html.read_text()
+    slower = written(4.0, tmp_path / "new")
+    result = compare.compare(compare.load_metrics(base.json), compare.load_metrics(slower.json))
+    assert {row.metric for row in result.regressions} >= {"scale_time_to_bound", "scale_time_to_fill"}
