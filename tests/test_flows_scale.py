@@ -1,6 +1,7 @@
 """The scale suite end to end on the in-memory API at 500 nodes × 8 GPUs: the bursts submitted at once, observed by
 watch while the simulated controllers reconcile in a thread of their own (as real ones do), judged and measured;
-a KAI that binds part of a gang, or ignores a queue's limit, fails the case naming what it did."""
+a KAI that binds part of a gang, or leaves gangs waiting beside idle GPUs, fails the case naming what it did; the
+control fires on the simulated default scheduler."""
 
 from __future__ import annotations
 
@@ -72,6 +73,14 @@ def test_a_kai_binding_part_of_a_gang_fails_the_overload_naming_the_gang(flow, f
         run(test_scale.test_an_overload_keeps_gangs_whole_and_queues_within_their_bounds, harness, OverloadBurst())
     failed = {v.detector for v in harness.record.record.verdicts if not v.ok}
     assert "gang-never-partial" in failed
+
+
+def test_a_kai_leaving_gangs_waiting_beside_idle_gpus_fails_the_filling_burst(flow, fast_polling) -> None:
+    harness = flow(Faults(scheduler_considers_only=10), layout=SMALL, background=True, timeouts=TIMEOUTS)
+    with pytest.raises(AssertionError, match=r"KAI left idle GPUs a waiting gang fits: .*fitting-gangs-bound"):
+        run(test_scale.test_a_burst_that_fits_is_bound_gang_by_gang, harness, FillingBurst())
+    verdicts = {v.detector: v.ok for v in harness.record.record.verdicts}
+    assert verdicts["fitting-gangs-bound"] is False and verdicts["gang-never-partial"] is True
 
 
 def test_the_control_fires_on_the_default_scheduler_at_scale(flow, fast_polling) -> None:

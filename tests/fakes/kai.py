@@ -245,7 +245,8 @@ class Kai(Simulation):
         for name, node in (self._place(default, self._free(), whole=False) or {}).items():
             self._bind(next(p for p in default if p["metadata"]["name"] == name), node)
             changed = True
-        for pg in sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen))):
+        groups = sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen)))
+        for pg in groups[: self.faults.scheduler_considers_only]:
             changed |= self._schedule_group(pg)
         return changed
 

@@ -55,6 +55,8 @@ class Faults:
     #: KAI's event recorder sends no more repeats of an event (client-go's spam filter: 25 per object, then one
     #: every 5 minutes): the ``Unschedulable`` count of a refused PodGroup stops rising.
     kai_events_throttled: bool = False
+    #: KAI considers only the first N PodGroups (in creation order) in every cycle; the rest wait, GPUs idle or not.
+    scheduler_considers_only: int | None = None
 
 
 @dataclass
