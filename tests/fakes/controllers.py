@@ -89,8 +89,7 @@ class SimulatedControllers(
 
         def loop() -> None:
             while not stopping.is_set():
-                with self.fake.lock:
-                    self.fake.call_generation += 1  # a new round sees what other threads changed in place
+                with self.fake.lock:  # what the suite's threads change, they change by API calls, seen by caches
                     changed = self._round()
                 stopping.wait(busy if changed else idle)  # let the suite's threads in between rounds
 

@@ -4,12 +4,11 @@ resourcesPerNode on the trainer ancestor), JobSet → one Job per replicatedJob 
 
 from __future__ import annotations
 
-import copy
-
 from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
+from tests.fakes.kube import clone
 from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation, merge_metadata
 
 
@@ -60,7 +59,7 @@ class TrainerAndJobSet(Simulation):
         return self._find(kinds.CLUSTER_TRAINING_RUNTIME, ref["name"], None)
 
     def _jobset_for(self, tj: Obj, runtime: Obj) -> Obj:
-        template = copy.deepcopy(runtime["spec"]["template"])
+        template = clone(runtime["spec"]["template"])
         meta = template.get("metadata") or {}
         labels, annotations = dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
         rjobs = template["spec"]["replicatedJobs"]
@@ -86,7 +85,7 @@ class TrainerAndJobSet(Simulation):
             job_spec["completions"] = job_spec["parallelism"]
             if (rjob["template"].get("metadata") or {}).get("labels", {}).get(TRAINER_ANCESTOR_LABEL) == "trainer":
                 node = next(c for c in pod_template["spec"]["containers"] if c["name"] == "node")
-                node["resources"] = copy.deepcopy(trainer.get("resourcesPerNode") or node.get("resources") or {})
+                node["resources"] = clone(trainer.get("resourcesPerNode") or node.get("resources") or {})
         return {
             "apiVersion": ex.JOBSET_API_VERSION,
             "kind": "JobSet",
@@ -146,7 +145,7 @@ class TrainerAndJobSet(Simulation):
             zip(ex.JOBSET_OWN_LABELS, (js["metadata"]["name"], uid_of(js), rjob["name"], str(index)), strict=True)
         )
         job_meta = rjob["template"].get("metadata") or {}
-        pod_template = copy.deepcopy(rjob["template"]["spec"]["template"])
+        pod_template = clone(rjob["template"]["spec"]["template"])
         merge_metadata(pod_template, {"labels": own})
         return {
             "apiVersion": "batch/v1",
@@ -155,7 +154,7 @@ class TrainerAndJobSet(Simulation):
                          "labels": {**(job_meta.get("labels") or {}), **own},
                          "annotations": dict(job_meta.get("annotations") or {}), "ownerReferences": [self._ref(js)]},
             # The Job template's own fields (completionMode, backoffLimitPerIndex, ...) are copied as JobSet does.
-            "spec": {**copy.deepcopy(rjob["template"]["spec"]),
+            "spec": {**clone(rjob["template"]["spec"]),
                      "parallelism": rjob["template"]["spec"].get("parallelism", 1),
                      "suspend": bool(js["spec"].get("suspend")), "template": pod_template},
         }  # fmt: skip
