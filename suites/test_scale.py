@@ -42,7 +42,6 @@ from kai_conformance.suites.support.cases.scale import (
     DefaultSchedulerBurst,
     FillingBurst,
     OverloadBurst,
-    burst_manifests,
 )
 from kai_conformance.suites.support.detectors.verdict import fires
 from kai_conformance.suites.support.expectations import Expectations
@@ -74,12 +73,10 @@ def test_a_burst_that_fits_is_bound_gang_by_gang(
     skip_unless(idle >= plan.gpus, f"the burst needs {plan.gpus} idle GPUs; other pods leave {idle} of "
                                    f"{ctx.layout.total}")  # fmt: skip
     placement = active_placement(kube)
-    manifests = burst_manifests(ctx, plan)
-    queues, trainjobs = manifests[: len(plan.queues)], manifests[len(plan.queues) :]
-    workspace.apply_all(queues)
+    workspace.apply_all(case.queues(ctx))
     with Burst(kube, ctx.namespace, plan, timeouts) as burst, diagnosed(burst, kube, ctx.namespace):
         try:
-            burst.submit(workspace, trainjobs)
+            burst.submit(workspace, case.trainjobs(ctx))
             burst.settle(f"[{expect.kai.name}] the burst of {plan.describe()} settled")
             fitting = burst.fitting_gangs_bound(ctx.layout)
             record.verdict(fitting)
@@ -111,12 +108,10 @@ def test_an_overload_keeps_gangs_whole_and_queues_within_their_bounds(
         all(q.quota > 0 and q.limit > 0 for q in plan.queues) and bool(plan.gangs),
         f"the cluster's GPUs ({ctx.layout.describe()}) are too few for two queues with quotas and limits",
     )
-    manifests = burst_manifests(ctx, plan)
-    queues, trainjobs = manifests[: len(plan.queues)], manifests[len(plan.queues) :]
-    workspace.apply_all(queues)
+    workspace.apply_all(case.queues(ctx))
     with Burst(kube, ctx.namespace, plan, timeouts) as burst, diagnosed(burst, kube, ctx.namespace):
         try:
-            burst.submit(workspace, trainjobs)
+            burst.submit(workspace, case.trainjobs(ctx))
             burst.settle(f"[{expect.kai.name}] the overload of {plan.describe()} settled")
             fitting = burst.fitting_gangs_bound(ctx.layout)
             record.verdict(fitting)
@@ -138,12 +133,10 @@ def test_control_the_default_scheduler_breaks_a_gang_and_a_queue_limit(
     """Without KAI an over-cluster gang is left partial and its queue over its limit; the scale detectors fire."""
     skip_unless(ctx.layout.total > 1, "the cluster has too few GPUs to put a queue over half of them")
     plan = case.plan(ctx.layout)
-    manifests = case.manifests(ctx)
-    queues, trainjobs = manifests[: len(plan.queues)], manifests[len(plan.queues) :]
-    workspace.apply_all(queues)
+    workspace.apply_all(case.queues(ctx))
     with Burst(kube, ctx.namespace, plan, timeouts, kai=False) as burst:
         try:
-            burst.submit(workspace, trainjobs)
+            burst.submit(workspace, case.trainjobs(ctx))
             for detector in ("gang-never-partial", "queue-limit"):
                 burst.until(
                     lambda ledger, now, name=detector: fires(ledger.guard_verdicts(now)[name]),

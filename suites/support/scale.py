@@ -179,7 +179,7 @@ def idle_gpus(kube: KubeApi, layout: GpuLayout) -> dict[str, int]:
 
 
 @contextmanager
-def diagnosed(burst: Burst, workspace_kube: KubeApi, namespace: str) -> Iterator[None]:
+def diagnosed(burst: Burst, kube: KubeApi, namespace: str) -> Iterator[None]:
     """A product failure of a burst gets the chain diagnosis of the gangs it is most likely about (partial gangs
     first, then waiting ones): which link of TrainJob → … → bound pods is missing, and why."""
     try:
@@ -188,4 +188,4 @@ def diagnosed(burst: Burst, workspace_kube: KubeApi, namespace: str) -> Iterator
         suspects = burst.suspects()
         if not suspects:
             raise
-        raise Observer(workspace_kube, namespace).explain(failure, suspects) from None
+        raise Observer(kube, namespace).explain(failure, suspects) from None

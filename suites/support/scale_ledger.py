@@ -29,6 +29,7 @@ from kai_conformance.suites.support.snapshot import (
     Obj,
     gpus_of,
     is_terminating,
+    name_list,
     node_of,
     owner_refs,
     uid_of,
@@ -215,7 +216,7 @@ class BurstLedger:
         if incomplete:
             shown = [f"{g.plan.name} ({g.live} of {g.plan.pods} pods{'' if g.podgroup or not self.kai else ', no PodGroup'})"
                      for g in incomplete]  # fmt: skip
-            return Verdict("settled", False, f"{len(incomplete)} gang(s) not complete: {detect._named(shown)}; "
+            return Verdict("settled", False, f"{len(incomplete)} gang(s) not complete: {name_list(shown, str)}; "
                            + self.status())  # fmt: skip
         if still < quiet:
             return Verdict(

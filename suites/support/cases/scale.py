@@ -147,8 +147,31 @@ def named(gangs: list[tuple[int, int, str, str]]) -> tuple[PlannedGang, ...]:
 
 
 # ------------------------------------------------------------------------------------------------------ the cases
+class BurstCase(WholeCluster):
+    """What every burst shares: its plan from the layout, its queues and its TrainJobs (in submission order). Serial
+    and disruptive: a burst fills the cluster."""
+
+    def plan(self, layout: GpuLayout) -> BurstPlan:
+        raise NotImplementedError
+
+    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
+        return (SCALE, *super().marks())
+
+    def queues(self, ctx: RenderContext) -> list[Manifest]:
+        return [case_queue(ctx, q.role, gpu_quota=q.quota, gpu_limit=q.limit) for q in self.plan(ctx.layout).queues]
+
+    def trainjobs(self, ctx: RenderContext) -> list[Manifest]:
+        return [self.trainjob(ctx, gang) for gang in self.plan(ctx.layout).gangs]
+
+    def trainjob(self, ctx: RenderContext, gang: PlannedGang) -> Manifest:
+        return case_train_job(ctx, gang.name, gang.pods, gang.gpus, gang.queue, priority_class=gang.priority)
+
+    def manifests(self, ctx: RenderContext) -> list[Manifest]:
+        return self.queues(ctx) + self.trainjobs(ctx)
+
+
 @dataclass(frozen=True)
-class FillingBurst(WholeCluster):
+class FillingBurst(BurstCase):
     """Case (a): gangs of every size, 1-GPU and whole-node pods, asking for ``fill_percent`` % of the cluster's GPUs,
     all submitted at once into one queue whose quota is the burst (``train``, preemptible).
 
@@ -163,9 +186,6 @@ class FillingBurst(WholeCluster):
     def id(self) -> str:
         return f"mixed-gangs-fill-{self.fill_percent}-percent"
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SCALE, *super().marks())
-
     def plan(self, layout: GpuLayout) -> BurstPlan:
         target = percent(layout.total, self.fill_percent)
         shapes = split(target, layout, whole_pod_cap=whole_nodes(layout))
@@ -173,12 +193,9 @@ class FillingBurst(WholeCluster):
         demand = sum(g.demand for g in gangs)
         return BurstPlan(gangs, (PlannedQueue("burst", quota=demand),), layout.total)
 
-    def manifests(self, ctx: RenderContext) -> list[Manifest]:
-        return burst_manifests(ctx, self.plan(ctx.layout))
-
 
 @dataclass(frozen=True)
-class OverloadBurst(WholeCluster):
+class OverloadBurst(BurstCase):
     """Case (b): ``overload_percent`` % of the cluster's GPUs asked for at once by two sibling queues, each with a GPU
     quota of ``quota_percent`` % and a limit of ``limit_percent`` % of the cluster; in each queue non-preemptible
     (``build``) gangs ask for ``non_preemptible_of_quota`` % of the queue's quota (KAI runs non-preemptible workloads
@@ -193,9 +210,6 @@ class OverloadBurst(WholeCluster):
     def id(self) -> str:
         return f"overload-{self.overload_percent}-percent-two-limited-queues"
 
-    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SCALE, *super().marks())
-
     def plan(self, layout: GpuLayout) -> BurstPlan:
         quota, limit = percent(layout.total, self.quota_percent), percent(layout.total, self.limit_percent)
         queues = (PlannedQueue("first", quota, limit), PlannedQueue("second", quota, limit))
@@ -209,12 +223,9 @@ class OverloadBurst(WholeCluster):
             parts.append([(p, g, queue.role, PREEMPTIBLE) for p, g in split(per_queue - build, layout)])
         return BurstPlan(named(interleave(parts)), queues, layout.total)
 
-    def manifests(self, ctx: RenderContext) -> list[Manifest]:
-        return burst_manifests(ctx, self.plan(ctx.layout))
-
 
 @dataclass(frozen=True)
-class DefaultSchedulerBurst(WholeCluster):
+class DefaultSchedulerBurst(BurstCase):
     """Control: a gang of whole-node pods, one more than there are nodes to hold them, run by the default scheduler
     (no KAI, so no gang and no queue) and labelled for a queue whose limit is half the cluster. The default
     scheduler binds a pod on every node it fits and leaves the last one pending: the gang stays partial, and the
@@ -225,27 +236,12 @@ class DefaultSchedulerBurst(WholeCluster):
         return "over-cluster-whole-node-gang-default-scheduler"
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SCALE, CONTROL, *super().marks())
+        return (CONTROL, *super().marks())
 
     def plan(self, layout: GpuLayout) -> BurstPlan:
         gangs = (PlannedGang("g0000", whole_nodes(layout) + 1, whole_node(layout), "limited"),)
         return BurstPlan(gangs, (PlannedQueue("limited", quota=0, limit=layout.total // 2),), layout.total)
 
-    def manifests(self, ctx: RenderContext) -> list[Manifest]:
-        plan = self.plan(ctx.layout)
-        queues = [queue_manifest(ctx, q) for q in plan.queues]
-        return queues + [train_job(g.name, num_nodes=g.pods, gpus=g.gpus, runtime=DEFAULT_SCHEDULER_RUNTIME,
-                                   queue=queue_name(ctx.namespace, g.queue)) for g in plan.gangs]  # fmt: skip
-
-
-def queue_manifest(ctx: RenderContext, queue: PlannedQueue) -> Manifest:
-    return case_queue(ctx, queue.role, gpu_quota=queue.quota, gpu_limit=queue.limit)
-
-
-def trainjob_manifest(ctx: RenderContext, gang: PlannedGang) -> Manifest:
-    return case_train_job(ctx, gang.name, gang.pods, gang.gpus, gang.queue, priority_class=gang.priority)
-
-
-def burst_manifests(ctx: RenderContext, plan: BurstPlan) -> list[Manifest]:
-    """The burst's queues, then its TrainJobs in submission order."""
-    return [queue_manifest(ctx, q) for q in plan.queues] + [trainjob_manifest(ctx, g) for g in plan.gangs]
+    def trainjob(self, ctx: RenderContext, gang: PlannedGang) -> Manifest:
+        return train_job(gang.name, num_nodes=gang.pods, gpus=gang.gpus, runtime=DEFAULT_SCHEDULER_RUNTIME,
+                         queue=queue_name(ctx.namespace, gang.queue))  # fmt: skip

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.snapshot import NAMED
+from kai_conformance.suites.support.snapshot import name_list
 
 
 def _named(items: Sequence[str]) -> str:
-    return ", ".join(items[:NAMED]) + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
+    return name_list(items, str)
 
 
 class PartialGangs:
