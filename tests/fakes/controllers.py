@@ -2,7 +2,8 @@
 podgrouper and scheduler, the default scheduler and the kubelet — reduced to what the suites observe.
 
 They run as a FakeKube reactor: before every API call the suite makes, the controllers reconcile until nothing
-changes, so a suite case runs end to end, offline, in milliseconds. The behaviour follows the upstream facts the
+changes, so a suite case runs end to end, offline, in milliseconds. A case that observes by watch (the scale bursts)
+makes no API call while it waits: for it they reconcile in a thread of their own (:meth:`run_in_background`). The behaviour follows the upstream facts the
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events; elastic gangs and the
 placement strategy in ``kai_elastic`` and ``kai_placement``). :class:`Faults` switches
