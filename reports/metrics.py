@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kai_conformance.reports.records import CaseRecord, PodTimes
+from kai_conformance.reports.records import BurstTimes, CaseRecord, GangTimes, PodTimes
 
 if TYPE_CHECKING:
     from kai_conformance.reports.model import Report
@@ -162,6 +162,63 @@ def bind_throughput(records: Sequence[CaseRecord]) -> list[Sample]:
     return [Sample(len(bound) / (max(bound) - min(bound)), None, "run")]
 
 
+# ------------------------------------------------------------------------------------- scale bursts (records.gangs)
+def _per_gang(measure: Callable[[GangTimes], float | None]) -> Callable[[Sequence[CaseRecord]], list[Sample]]:
+    def collect(records: Sequence[CaseRecord]) -> list[Sample]:
+        return [
+            Sample(value, gang.pods, f"{record.nodeid} / {gang.workload}")
+            for record in records
+            for gang in record.gangs
+            if (value := measure(gang)) is not None
+        ]
+
+    return collect
+
+
+def _per_burst(measure: Callable[[BurstTimes], float | None]) -> Callable[[Sequence[CaseRecord]], list[Sample]]:
+    def collect(records: Sequence[CaseRecord]) -> list[Sample]:
+        return [
+            Sample(value, None, f"{record.nodeid} / {burst.name}")
+            for record in records
+            for burst in record.bursts
+            if (value := measure(burst)) is not None
+        ]
+
+    return collect
+
+
+def _since(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else end - start
+
+
+def gang_time_to_podgroup(gang: GangTimes) -> float | None:
+    """TrainJob submitted → its PodGroup seen: Trainer, JobSet, the Job controller and KAI's podgrouper."""
+    return _since(gang.submitted, gang.podgroup)
+
+
+def gang_time_to_bound(gang: GangTimes) -> float | None:
+    """TrainJob submitted → every pod of the gang bound (the first time it was whole)."""
+    return _since(gang.submitted, gang.all_bound)
+
+
+def gang_bind_spread(gang: GangTimes) -> float | None:
+    return _since(gang.first_bound, gang.all_bound)
+
+
+def burst_bind_throughput(burst: BurstTimes) -> float | None:
+    """Pods bound per second: binds / (last bind − first submission); None without binds."""
+    span = _since(burst.first_submitted, burst.last_bind)
+    return burst.binds / span if burst.binds and span else None
+
+
+def burst_time_to_fill(burst: BurstTimes) -> float | None:
+    return _since(burst.first_submitted, burst.filled)
+
+
+def burst_evictions(burst: BurstTimes) -> float | None:
+    return float(burst.evicted_pods)
+
+
 DEFINITIONS: tuple[MetricDefinition, ...] = (
     MetricDefinition("time_to_schedule", "s", LOWER, "first pod created → last pod bound, per gang",
                      _per_workload(time_to_schedule)),
@@ -170,6 +227,18 @@ DEFINITIONS: tuple[MetricDefinition, ...] = (
                      _per_workload(time_to_running)),
     MetricDefinition("bind_throughput", "pods/s", HIGHER, "bound pods / (last bind − first bind), per run",
                      bind_throughput),
+    MetricDefinition("scale_time_to_podgroup", "s", LOWER, "TrainJob submitted → its PodGroup seen, per gang of a "
+                     "scale burst", _per_gang(gang_time_to_podgroup)),
+    MetricDefinition("scale_time_to_bound", "s", LOWER, "TrainJob submitted → all its pods bound, per gang of a "
+                     "scale burst", _per_gang(gang_time_to_bound)),
+    MetricDefinition("scale_bind_spread", "s", LOWER, "first bind → last bind, per gang of a scale burst",
+                     _per_gang(gang_bind_spread)),
+    MetricDefinition("scale_bind_throughput", "pods/s", HIGHER, "pods bound / (last bind − first submission), "
+                     "per scale burst", _per_burst(burst_bind_throughput)),
+    MetricDefinition("scale_time_to_fill", "s", LOWER, "first submission → the burst's bound GPUs first at their "
+                     "settled level, per scale burst", _per_burst(burst_time_to_fill)),
+    MetricDefinition("scale_evictions", "pods", LOWER, "pods evicted while the burst ran, per scale burst",
+                     _per_burst(burst_evictions)),
 )  # fmt: skip
 
 

@@ -33,6 +33,7 @@ AREAS: dict[str, str] = {
     "sharing": "GPU sharing",
     "fairness": "Fair share between queues",
     "consolidation": "Consolidation and eviction protection",
+    "scale": "Scheduling at scale",
     "control": "Detector controls",
     "": "Other",
 }

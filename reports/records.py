@@ -69,6 +69,50 @@ class PodTimes:
 
 
 @dataclass
+class GangTimes:
+    """One gang of a scale burst, timed on the suite's clock when its watch delivered each change (seconds since the
+    epoch; None: never). A burst has hundreds of gangs: the record keeps these instead of per-pod timelines."""
+
+    workload: str
+    pods: int
+    gpus_per_pod: int
+    queue: str = ""
+    priority: str = ""
+    #: Just before the suite sent the TrainJob's create.
+    submitted: float | None = None
+    #: When the gang's PodGroup was first seen.
+    podgroup: float | None = None
+    #: The first and the last bind of the first time every pod of the gang was bound.
+    first_bound: float | None = None
+    all_bound: float | None = None
+    #: Pods of the gang deleted while bound (evicted: the suite deletes nothing while a burst runs).
+    evicted_pods: int = 0
+
+
+@dataclass
+class BurstTimes:
+    """A scale burst as a whole: what it asked for, how fast the cluster took it and what it holds once settled."""
+
+    name: str
+    gangs: int
+    pods: int
+    gpus: int  # the burst's GPUs, all gangs together
+    cluster_gpus: int
+    first_submitted: float | None = None
+    last_submitted: float | None = None
+    #: Pods going bound during the burst (replacements of evicted pods included), and the last of them.
+    binds: int = 0
+    last_bind: float | None = None
+    #: GPUs the burst's bound pods hold once settled, and when they first reached that many.
+    held_gpus: int = 0
+    filled: float | None = None
+    evicted_pods: int = 0
+    evicted_gangs: int = 0
+    #: When the burst was judged settled (None: it never settled).
+    settled: float | None = None
+
+
+@dataclass
 class LabelObservation:
     """Did ``key`` (set at ``source``) arrive at ``level``, and was it expected to?"""
 
@@ -104,6 +148,9 @@ class CaseRecord:
     notes: list[str] = field(default_factory=list)
     #: Named quantities observed over time (name → [(seconds since the epoch, value)]), plotted in the report.
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    #: Scale cases: every gang of their bursts, and each burst as a whole.
+    gangs: list[GangTimes] = field(default_factory=list)
+    bursts: list[BurstTimes] = field(default_factory=list)
     attachments: list[str] = field(default_factory=list)  # paths relative to the run's report directory
     run_id: str = ""
     exception: str = (
@@ -123,6 +170,8 @@ class CaseRecord:
             k: [PodTimes(**_known(PodTimes, p)) for p in v] for k, v in data.get("timelines", {}).items()
         }
         data["labels"] = [LabelObservation(**_known(LabelObservation, o)) for o in data.get("labels", [])]
+        data["gangs"] = [GangTimes(**_known(GangTimes, g)) for g in data.get("gangs", [])]
+        data["bursts"] = [BurstTimes(**_known(BurstTimes, b)) for b in data.get("bursts", [])]
         data["series"] = {
             name: [(float(t), float(value)) for t, value in points] for name, points in data.get("series", {}).items()
         }
@@ -157,6 +206,11 @@ class CaseRecorder:
 
     def note(self, text: str) -> None:
         self.record.notes.append(text)
+
+    def burst(self, burst: BurstTimes, gangs: Iterable[GangTimes]) -> None:
+        """A scale burst and its gangs (reports/metrics.py derives the scale metrics from them)."""
+        self.record.bursts.append(burst)
+        self.record.gangs.extend(gangs)
 
     def series(self, name: str, points: Iterable[tuple[float, float]]) -> None:
         """A quantity observed over time (e.g. the GPUs a queue held): ``(seconds since the epoch, value)`` pairs,

@@ -82,14 +82,28 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
     # The simulated cluster answers at once: let the workspace's removal waits poll as fast as the observer's.
     monkeypatch.setattr(workspace_module, "eventually", functools.partial(waits.eventually, interval=0.001))
 
-    def make(faults: Faults | None = None, layout: GpuLayout = LAYOUT, clock: StepClock | None = None) -> Harness:
-        """``clock``: cluster time for the controllers and the observer (default: the wall clock)."""
+    def make(
+        faults: Faults | None = None,
+        layout: GpuLayout = LAYOUT,
+        clock: StepClock | None = None,
+        *,
+        background: bool = False,
+        timeouts: TimeoutPolicy | None = None,
+    ) -> Harness:
+        """``clock``: cluster time for the controllers and the observer (default: the wall clock). ``background``:
+        the controllers reconcile in a thread of their own instead of before every API call, for cases that observe
+        by watch; ``timeouts``: the policy of that harness (default: the fast one)."""
         fake = FakeKube(clock=clock) if clock else FakeKube()
         for obj in stack_manifests(IMAGE):
             fake.apply(prepare(obj, RUN, "", ""))
-        SimulatedControllers(fake, layout, COMBINATION.kai.version, faults or Faults()).install()
+        controllers = SimulatedControllers(fake, layout, COMBINATION.kai.version, faults or Faults())
+        if background:
+            stops.append(controllers.run_in_background())
+        else:
+            controllers.install()
+        policy = timeouts or fast_timeouts
         stack = cleanup.open_stack("flow")
-        workspace = Workspace(fake, RUN, "suites/test_flow.py::case", NAMESPACE, fast_timeouts, stack)
+        workspace = Workspace(fake, RUN, "suites/test_flow.py::case", NAMESPACE, policy, stack)
         workspace.create_namespace()
         harness = Harness(
             fake,
@@ -97,13 +111,16 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
             RenderContext(NAMESPACE, COMBINATION, layout, RUN, IMAGE),
             Observer(fake, NAMESPACE, interval=0.001, **({"clock": clock.tick} if clock else {})),
             expectations_for(COMBINATION),
-            fast_timeouts,
+            policy,
             CaseRecorder(CaseRecord(nodeid="flow")),
         )
         made.append((harness, stack))
         return harness
 
+    stops: list[Callable[[], None]] = []
     yield make
+    for stop in stops:
+        stop()
     for harness, stack in made:
         assert cleanup.close_stack(stack) == []
         assert harness.fake.objects(kinds.NAMESPACE) == []

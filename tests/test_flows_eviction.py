@@ -98,14 +98,14 @@ def test_a_workload_that_ends_failed_returns_to_pending(flow, image: str, comman
 def watch_ended_pods(fake: FakeKube) -> dict[str, dict]:
     """Deleted pods as the kubelet ended them (they are gone once counted), by uid."""
     ended: dict[str, dict] = {}
-    store = fake.put
+    store = fake.write  # what the simulated controllers write with
 
-    def put(obj: dict) -> dict:
+    def write(obj: dict) -> None:
         if obj["kind"] == "Pod" and is_terminating(obj) and obj["status"].get("phase") in ("Succeeded", "Failed"):
             ended[obj["metadata"]["uid"]] = obj
-        return store(obj)
+        store(obj)
 
-    fake.put = put  # type: ignore[method-assign]
+    fake.write = write  # type: ignore[method-assign]
     return ended
 
 

@@ -28,7 +28,7 @@ class Binder(Kai):
             if not is_bound(pod):
                 self._bind(pod, request["spec"]["selectedNode"])
             request["status"] = {"phase": ex.BIND_SUCCEEDED}
-            self.fake.put(request)
+            self.fake.write(request)
             changed = True
         return changed
 

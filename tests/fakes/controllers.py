@@ -2,7 +2,8 @@
 podgrouper and scheduler, the default scheduler and the kubelet — reduced to what the suites observe.
 
 They run as a FakeKube reactor: before every API call the suite makes, the controllers reconcile until nothing
-changes, so a suite case runs end to end, offline, in milliseconds. The behaviour follows the upstream facts the
+changes, so a suite case runs end to end, offline, in milliseconds. A case that observes by watch (the scale bursts)
+makes no API call while it waits: for it they reconcile in a thread of their own (:meth:`run_in_background`). The behaviour follows the upstream facts the
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events; elastic gangs and the
 placement strategy in ``kai_elastic`` and ``kai_placement``). :class:`Faults` switches
@@ -24,6 +25,9 @@ Not simulated: events other than the ones the suites read, image pulls.
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
 
 from tests.fakes import stack
 from tests.fakes.binder import Binder
@@ -73,15 +77,44 @@ class SimulatedControllers(
         self.fake.reactors.append(self._react)
         return self
 
+    def run_in_background(self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005) -> Callable[[], None]:
+        """Reconcile in a thread of its own, round after round, as real controllers do, instead of before every API
+        call: for cases that observe by watch (scale bursts), which make no API call while they wait. Each round is
+        one pass of every controller (one KAI scheduling cycle) under the API server's lock; ``busy`` seconds pass
+        after a round that changed something (the suite's requests get in, and a burst of them meets the next round
+        together, as API requests meet a controller's work queue), ``idle`` after one that changed nothing. Returns
+        the function that stops the thread."""
+        if publish:
+            stack.publish(self.fake, self.faults, self.kai_version)
+        stopping = threading.Event()
+
+        def loop() -> None:
+            while not stopping.is_set():
+                with self.fake.lock:  # what the suite's threads change, they change by API calls, seen by caches
+                    changed = self._round()
+                stopping.wait(busy if changed else idle)  # let the suite's threads in between rounds
+
+        thread = threading.Thread(target=loop, name="simulated-controllers", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            stopping.set()
+            thread.join(30)
+
+        return stop
+
     def _react(self, fake: FakeKube, call: Call) -> None:
         if self._busy:
             return
         self._busy = True
         try:
             for _ in range(RECONCILE_ROUNDS):
-                steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder,
-                         self.kubelet)  # fmt: skip
-                if not any([step() for step in steps]):
+                if not self._round():
                     break
         finally:
             self._busy = False
+
+    def _round(self) -> bool:
+        """One pass of every controller; whether any changed something."""
+        steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder, self.kubelet)
+        return any([step() for step in steps])

@@ -24,10 +24,9 @@ containers exit 0 it turns ``Succeeded`` before the back-off lets a replacement 
 
 from __future__ import annotations
 
-import copy
-
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating, labels_of, parse_time
+from tests.fakes.kube import clone
 from tests.fakes.simulation import INDEX_LABEL, JOB_NAME_LABEL, JOB_TRACKING_FINALIZER, Obj, Simulation
 
 INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
@@ -106,7 +105,7 @@ class JobController(Simulation):
 
     # ------------------------------------------------------------------------------------------------ status
     def _track(self, job: Obj, pods: list[Obj]) -> bool:
-        before = copy.deepcopy(job.get("status") or {})
+        before = clone(job.get("status") or {})
         status = job.setdefault("status", {})
         completions = job["spec"].get("completions", job["spec"].get("parallelism", 1))
         limit = job["spec"].get("backoffLimitPerIndex")
@@ -145,7 +144,7 @@ class JobController(Simulation):
             else:
                 changed |= self._replace(job, pods, succeeded | failed_indexes, completions, waiting)
         if status != before:
-            self.fake.put(job)
+            self.fake.write(job)
             changed = True
         return changed
 
@@ -195,12 +194,12 @@ class JobController(Simulation):
                 failed_at = finished_at(previous) or now
                 if now < failed_at + backoff_seconds(self.pod_failure_backoff, failures):
                     continue  # the per-index back-off has not passed yet
-            self.fake.put(self._pod_for(job, ix, failures))
+            self.fake.write(self._pod_for(job, ix, failures))
             created = True
         return created
 
     def _pod_for(self, job: Obj, index: int, failures: int) -> Obj:
-        template = copy.deepcopy(job["spec"]["template"])
+        template = clone(job["spec"]["template"])
         meta = template.get("metadata") or {}
         annotations = dict(meta.get("annotations") or {})
         if job["spec"].get("backoffLimitPerIndex") is not None:

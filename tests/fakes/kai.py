@@ -15,6 +15,9 @@ from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
 from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation
 
+#: KAI's reason for a non-preemptible workload beyond its queue's quota (podgroup_types.go UnschedulableReason).
+NON_PREEMPTIBLE_OVER_QUOTA_REASON = "NonPreemptibleOverQuota"
+
 
 class Kai(Simulation):
     # ------------------------------------------------------------------------------------- KAI's podgrouper
@@ -33,15 +36,15 @@ class Kai(Simulation):
             # Without TrainJob RBAC the owner walk stops at the JobSet (KAI §4.6): no TrainJob metadata is merged.
             trainjob = None if self.faults.podgrouper_without_trainjob_rbac else self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
-            existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
-            if existing is None:
-                self.fake.put(self._podgroup_for(name, jobset, trainjob, pod))
+            if self._peek(kinds.POD_GROUP, name, pod["metadata"]["namespace"]) is None:
+                self.fake.write(self._podgroup_for(name, jobset, trainjob, pod))
                 changed = True
             elif self.faults.podgrouper_moves_queue:
                 wanted = self._podgroup_for(name, jobset, trainjob, pod)
+                existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
                 if existing["spec"]["queue"] != wanted["spec"]["queue"]:
                     existing["spec"]["queue"] = wanted["spec"]["queue"]
-                    self.fake.put(existing)
+                    self.fake.write(existing)
                     changed = True
             subgroup = self.row.subgroup_of(job["metadata"]["labels"][REPLICATED_JOB_LABEL], 0)
             annotations, labels = (
@@ -54,7 +57,7 @@ class Kai(Simulation):
                 annotations[ex.POD_GROUP_ANNOTATION] = name
                 if subgroup:
                     labels[ex.SUBGROUP_LABEL] = subgroup
-                self.fake.put(pod)
+                self.fake.write(pod)
                 changed = True
         return changed
 
@@ -108,7 +111,7 @@ class Kai(Simulation):
                                         "version": "v1", "kind": "Job"}, sort_keys=False)  # fmt: skip
             annotations = job["metadata"].get("annotations") or {}
             queue = labels_of(job).get(ex.QUEUE_LABEL) or labels_of(pod).get(ex.QUEUE_LABEL) or ex.DEFAULT_QUEUE
-            self.fake.put({
+            self.fake.write({
                 "apiVersion": kinds.POD_GROUP.api_version,
                 "kind": "PodGroup",
                 "metadata": {"name": name, "namespace": job["metadata"]["namespace"], "labels": labels_of(job),
@@ -122,7 +125,7 @@ class Kai(Simulation):
         pod_annotations = pod["metadata"].setdefault("annotations", {})
         if pod_annotations.get(ex.POD_GROUP_ANNOTATION) != name:
             pod_annotations[ex.POD_GROUP_ANNOTATION] = name
-            self.fake.put(pod)
+            self.fake.write(pod)
             changed = True
         return changed
 
@@ -130,8 +133,8 @@ class Kai(Simulation):
     def _free(self) -> dict[str, int]:
         def free() -> dict[str, int]:
             left = {n.name: n.gpus for n in self.layout.nodes}
-            requested = self._requested()
-            for pod in self._all(kinds.POD):
+            requested = self._placed()
+            for pod in self.fake.stored(kinds.POD):  # read only
                 node = pod["spec"].get("nodeName") or requested.get(_key(pod))
                 # A deleted pod holds its GPUs until its containers have ended (terminal phase), as on a node. A pod
                 # pinned to a node outside the simulated layout (the kwok probe's) takes nothing KAI places on.
@@ -139,24 +142,50 @@ class Kai(Simulation):
                     left[node] -= gpus_of(pod)
             return left
 
-        return dict(self._derived("free", free))
+        return dict(self._derived("free", free, (kinds.POD, kinds.BIND_REQUEST)))
 
     def _requested(self) -> dict[tuple[str, str], str]:
         """(namespace, pod) → node of every BindRequest the binder has not failed: KAI counts those pods as placed."""
-        placed = self._derived("requested", lambda: {
+        return dict(self._placed())
+
+    def _placed(self) -> dict[tuple[str, str], str]:
+        """:meth:`_requested` itself, shared: read it, do not change it (the scheduler asks once per PodGroup)."""
+        return self._derived("requested", lambda: {
             (r["metadata"]["namespace"], r["spec"]["podName"]): r["spec"]["selectedNode"]
-            for r in self._all(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED})  # fmt: skip
-        return dict(placed)
+            for r in self.fake.stored(kinds.BIND_REQUEST) if (r.get("status") or {}).get("phase") != ex.BIND_FAILED
+        }, (kinds.BIND_REQUEST,))  # fmt: skip
 
     def _request_binding(self, pod: Obj, node: str) -> None:
         """The scheduler's decision: a BindRequest named after the pod and owned by it (KAI §2.4, cache.go)."""
         meta = pod["metadata"]
-        self.fake.put({
+        placed_stamp, free_stamp = self._stamp((kinds.BIND_REQUEST,)), self._stamp((kinds.POD, kinds.BIND_REQUEST))
+        self.fake.write({
             "apiVersion": kinds.BIND_REQUEST.api_version, "kind": kinds.BIND_REQUEST.kind,
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": {"selected-node": node},
                          "ownerReferences": [self._ref(pod, controller=False)]},
             "spec": self._bind_request_spec(pod, node),
         })  # fmt: skip
+        self._carry_placement(pod, node, placed_stamp, free_stamp)
+
+    def _carry_placement(self, pod: Obj, node: str, placed_stamp: object, free_stamp: object) -> None:
+        """Bring what :meth:`_placed` and :meth:`_free` derived before this BindRequest up to date instead of deriving
+        them again from every pod (the scheduler places hundreds of gangs in one pass): the pod now counts at
+        ``node``, as a new derivation would count it."""
+        placed, free = self._cache.get("requested"), self._cache.get("free")
+        if placed is None or placed[0] != placed_stamp:
+            return
+        key = _key(pod)
+        before = placed[1].get(key)
+        placed[1][key] = node
+        self._cache["requested"] = (self._stamp((kinds.BIND_REQUEST,)), placed[1])
+        if free is None or free[0] != free_stamp:
+            return
+        left = free[1]
+        if not pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            if before is not None:
+                left[before] += gpus_of(pod)
+            left[node] -= gpus_of(pod)
+        self._cache["free"] = (self._stamp((kinds.POD, kinds.BIND_REQUEST)), left)
 
     def _bind_request_spec(self, pod: Obj, node: str) -> Obj:
         """Extension point: what the scheduler tells the binder about a pod (a whole-GPU pod here)."""
@@ -176,9 +205,14 @@ class Kai(Simulation):
 
     def _place(self, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
         """Pod name → node, first fit; None when ``whole`` and not every pod fits."""
+        sizes = {gpus_of(pod) for pod in pods}
+        # Pods of one size fit one by one, whatever the order, exactly when the nodes have room for all of them.
+        if (whole and len(sizes) == 1 and (size := sizes.pop()) > 0
+                and sum(left // size for left in free.values() if left > 0) < len(pods)):  # fmt: skip
+            return None
         left, placed = dict(free), {}
         for pod in pods:
-            node = next((n for n in self._node_order(left) if left[n] >= gpus_of(pod)), None)
+            node = self._pick_node(left, gpus_of(pod))
             if node is None:
                 if whole:
                     return None
@@ -186,6 +220,11 @@ class Kai(Simulation):
             left[node] -= gpus_of(pod)
             placed[pod["metadata"]["name"]] = node
         return placed
+
+    def _pick_node(self, free: dict[str, int], gpus: int) -> str | None:
+        """The first node of :meth:`_node_order` with ``gpus`` GPUs free (an area mixin may find the same node
+        without ordering them all)."""
+        return next((n for n in self._node_order(free) if free[n] >= gpus), None)
 
     def _node_order(self, free: dict[str, int]) -> list[str]:
         """Extension point: the order in which nodes are tried for a pod (here by name; kai_placement.py ranks them
@@ -197,7 +236,7 @@ class Kai(Simulation):
         pod["spec"]["nodeName"] = node
         pod["status"] = {"phase": "Pending",
                          "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": self._now()}]}  # fmt: skip
-        self.fake.put(pod)
+        self.fake.write(pod)
 
     def scheduler(self) -> bool:
         changed = False
@@ -206,20 +245,33 @@ class Kai(Simulation):
         for name, node in (self._place(default, self._free(), whole=False) or {}).items():
             self._bind(next(p for p in default if p["metadata"]["name"] == name), node)
             changed = True
-        for pg in sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen))):
+        groups = sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen)))
+        for pg in groups[: self.faults.scheduler_considers_only]:
             changed |= self._schedule_group(pg)
         return changed
 
-    def _members(self, pg: Obj) -> list[Obj]:
-        def by_group() -> dict[tuple[str, str], list[Obj]]:
-            members: dict[tuple[str, str], list[Obj]] = {}
-            for p in self._all(kinds.POD):
+    def _member_keys(self, pg: Obj) -> list[tuple[str, str]]:
+        """(namespace, name) of the live pods of ``pg`` (they name it in their ``pod-group-name`` annotation)."""
+
+        def by_group() -> dict[tuple[str, str], list[tuple[str, str]]]:
+            members: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for p in self.fake.stored(kinds.POD):
                 group = (p["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION)
                 if group and not is_terminating(p):
-                    members.setdefault((p["metadata"]["namespace"], group), []).append(p)
+                    members.setdefault((p["metadata"]["namespace"], group), []).append(_key(p))
             return members
 
-        return list(self._derived("members", by_group).get((pg["metadata"]["namespace"], pg["metadata"]["name"]), []))
+        return self._derived("members", by_group, (kinds.POD,)).get(
+            (pg["metadata"]["namespace"], pg["metadata"]["name"]), []
+        )
+
+    def _members(self, pg: Obj) -> list[Obj]:
+        """The live pods of ``pg`` (copies)."""
+        keys = self._member_keys(pg)
+        listed = self._listed(kinds.POD)
+        if listed is not None:
+            return [listed[key] for key in keys]
+        return [self._copy(kinds.POD, self.fake.store[self.fake._key(kinds.POD, *key)]) for key in keys]
 
     def _gang_size(self, pg: Obj) -> int:
         spec = pg["spec"]
@@ -243,6 +295,9 @@ class Kai(Simulation):
         over = self._over_limit(queue, sum(gpus_of(p) for p in asked))
         if over:
             return self._unschedulable(pg, waiting, ex.OVER_LIMIT_REASON, over)
+        over_quota = self._non_preemptible_over_quota(pg, queue, sum(gpus_of(p) for p in asked))
+        if over_quota:
+            return self._unschedulable(pg, waiting, NON_PREEMPTIBLE_OVER_QUOTA_REASON, over_quota)
         whole = not self.faults.partial_gangs
         placement = self._place_group(pg, asked, self._free(), whole) or self._evict_for(pg, asked, whole)
         if not placement:
@@ -277,23 +332,53 @@ class Kai(Simulation):
         """KAI walks from the leaf up through its parents (capacity_policy.resultsOverLimit)."""
         while queue is not None:
             limit = queue["spec"]["resources"]["gpu"].get("limit", -1)
-            used = sum(gpus_of(p) for p in self._queue_pods(queue["metadata"]["name"]))
-            if limit != -1 and used + request > limit:
+            if limit != -1 and self._queue_gpus(queue["metadata"]["name"]) + request > limit:
                 display = queue["spec"].get("displayName") or queue["metadata"]["name"]
                 return f"{display} quota has reached the allowable limit of GPUs. Limit is {limit} GPUs"
             parent = queue["spec"].get("parentQueue")
             queue = self._find(kinds.QUEUE, parent, None) if parent else None
         return None
 
-    def _queue_pods(self, queue: str) -> list[Obj]:
-        return list(self._derived(f"queue-pods:{queue}", lambda: self._pods_of_queue(queue)))
+    def _non_preemptible_over_quota(self, pg: Obj, queue: Obj | None, request: int) -> str | None:
+        """KAI runs a non-preemptible workload only within quota: from the leaf up, each queue's quota (its deserved
+        GPUs; -1 unlimited) must hold its non-preemptible GPUs plus the request (capacity_policy/quota_check.go
+        ``resultsWithNonPreemptibleOverQuota``, checked with the limit for allocation and for preemption; message
+        unschedule_info.go ``GetBuildOverCapacityMessageForQueue``)."""
+        if ex.PRIORITY_CLASSES.get(pg["spec"]["priorityClassName"], (50, True))[1]:
+            return None
+        while queue is not None:
+            quota = queue["spec"]["resources"]["gpu"].get("quota", 0)
+            name = queue["metadata"]["name"]
+            used = self._queue_gpus(name, non_preemptible=True) if quota != -1 else 0
+            if quota != -1 and used + request > quota:
+                display = queue["spec"].get("displayName") or name
+                return (f"Non-preemptible workload is over quota. Workload requested {request} GPUs, but {display} "
+                        f"quota is {quota:g} GPUs, while {used} GPUs are already allocated for non-preemptible pods. "
+                        "Use a preemptible workload to go over quota")  # fmt: skip
+            parent = queue["spec"].get("parentQueue")
+            queue = self._find(kinds.QUEUE, parent, None) if parent else None
+        return None
 
-    def _pods_of_queue(self, queue: str) -> list[Obj]:
-        children = {q["metadata"]["name"] for q in self._all(kinds.QUEUE) if q["spec"].get("parentQueue") == queue}
-        groups = [g for g in self._all(kinds.POD_GROUP) if g["spec"]["queue"] == queue]
-        requested = self._requested()
-        pods = [p for g in groups for p in self._members(g) if is_bound(p) or _key(p) in requested]
-        return pods + [p for child in children for p in self._queue_pods(child)]
+    def _queue_gpus(self, queue: str, *, non_preemptible: bool = False) -> int:
+        """GPUs of the placed pods (bound, or with a BindRequest) of ``queue`` and the queues below it;
+        ``non_preemptible``: only those of non-preemptible PodGroups. The scheduler asks for every gang it considers."""
+
+        def gpus() -> int:
+            children = [q["metadata"]["name"] for q in self.fake.stored(kinds.QUEUE)
+                        if q["spec"].get("parentQueue") == queue]  # fmt: skip
+            groups = [g for g in self.fake.stored(kinds.POD_GROUP) if g["spec"]["queue"] == queue and not (
+                non_preemptible and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1])]  # fmt: skip
+            requested = self._placed()
+            total = 0
+            for group in groups:
+                for key in self._member_keys(group):
+                    pod = self.fake.store[self.fake._key(kinds.POD, *key)]  # read only
+                    if is_bound(pod) or key in requested:
+                        total += gpus_of(pod)
+            return total + sum(self._queue_gpus(child, non_preemptible=non_preemptible) for child in children)
+
+        return self._derived(f"queue-gpus:{queue}:{non_preemptible}", gpus,
+                             (kinds.QUEUE, kinds.POD_GROUP, kinds.POD, kinds.BIND_REQUEST))  # fmt: skip
 
     def _preempt_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         """In-queue preemption: preemptible gangs of strictly lower priority are evicted whole (KAI §6)."""
@@ -329,7 +414,7 @@ class Kai(Simulation):
             or f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} was preempted by higher priority workload {preemptor['metadata']['namespace']}/{preemptor['metadata']['name']}",
         )
         event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: action, "num-evicted-pods": str(evicted)}
-        self.fake.put(event)
+        self.fake.write(event)
 
     def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
         text = f"{reason}: {message}."
@@ -338,7 +423,7 @@ class Kai(Simulation):
             condition = {"type": "PodScheduled", "status": "False", "reason": ex.UNSCHEDULABLE_REASON, "message": text}
             if (pod.get("status") or {}).get("conditions") != [condition]:
                 pod["status"] = {"phase": "Pending", "conditions": [condition]}
-                self.fake.put(pod)
+                self.fake.write(pod)
                 changed = True
         condition = {"type": ex.UNSCHEDULABLE_CONDITION, "nodePool": "default", "reason": ex.UNSCHEDULABLE_REASON,
                      "status": "True", "message": text, "reasons": [{"reason": reason, "message": message}]}  # fmt: skip
@@ -349,7 +434,7 @@ class Kai(Simulation):
             transition = int(current[-1].get("transitionID", 0)) + 1 if current else 1
             pg["status"] = {"schedulingConditions": [{**condition, "transitionID": str(transition),
                                                       "lastTransitionTime": self._now()}]}  # fmt: skip
-            self.fake.put(pg)
+            self.fake.write(pg)
             changed = True
         self._refused(pg, text)
         return changed
@@ -359,15 +444,35 @@ class Kai(Simulation):
         markPodGroupUnschedulable); client-go's event correlator sends a repeat as ``count`` + 1 on the same Event
         (suites/support/refusals.py). Not a change the other controllers react to. ``kai_events_throttled``: the
         spam filter's budget is spent, so repeats are not sent."""
-        uid = uid_of(pg)
-        same = [e for e in self._all(kinds.EVENT, pg["metadata"]["namespace"])
-                if e["involvedObject"]["uid"] == uid and e["reason"] == ex.UNSCHEDULABLE_REASON and e["message"] == text]  # fmt: skip
-        if not same:
-            self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)
+        key = (pg["metadata"]["namespace"], uid_of(pg), text)
+        before = self._stamp((kinds.EVENT,))
+        same = self._unschedulable_events().get(key)
+        if same is None:
+            same = self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)["metadata"]["name"]
         elif not self.faults.kai_events_throttled:
-            same[0]["count"] = same[0].get("count", 1) + 1
-            same[0]["lastTimestamp"] = self._now()
-            self.fake.put(same[0])
+            event = self._find(kinds.EVENT, same, key[0])
+            event["count"] = event.get("count", 1) + 1
+            event["lastTimestamp"] = self._now()
+            self.fake.write(event)
+        else:
+            return
+        known = self._cache.get("unschedulable-events")
+        if known is not None and known[0] == before:  # what this write changed, kept up to date
+            known[1].setdefault(key, same)
+            self._cache["unschedulable-events"] = (self._stamp((kinds.EVENT,)), known[1])
+
+    def _unschedulable_events(self) -> dict[tuple[str, str, str], str]:
+        """(namespace, uid, message) → the name of the first ``Unschedulable`` Event of that object and message."""
+
+        def index() -> dict[tuple[str, str, str], str]:
+            found: dict[tuple[str, str, str], str] = {}
+            for event in self.fake.stored(kinds.EVENT):
+                if event["reason"] == ex.UNSCHEDULABLE_REASON:
+                    key = (event["metadata"]["namespace"], event["involvedObject"]["uid"], event["message"])
+                    found.setdefault(key, event["metadata"]["name"])
+            return found
+
+        return self._derived("unschedulable-events", index, (kinds.EVENT,))
 
 
 def _without_transition(condition: Obj) -> Obj:

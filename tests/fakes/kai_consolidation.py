@@ -90,7 +90,7 @@ class KaiConsolidation(Simulation):
         group = self._find(kinds.POD_GROUP, pg["metadata"]["name"], pg["metadata"]["namespace"])
         if group is not None:
             group["metadata"].setdefault("annotations", {})[LAST_START_ANNOTATION] = self.fake._now()
-            self.fake.put(group)
+            self.fake.write(group)
 
     def _min_runtime(self, victim: Obj, preemptor: Obj, action: str) -> float:
         """The victim queue's (or the nearest parent's) ``<action>MinRuntime`` in seconds; for reclaim, the walk

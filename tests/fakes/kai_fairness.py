@@ -41,7 +41,12 @@ class KaiFairness(Simulation):
 
     def _usage(self, queues: set[str]) -> tuple[dict[str, float], dict[str, float], dict[str, list[Obj]]]:
         """GPUs each queue holds (bound or being bound) and asks for (every live pod), and the bound pods of each of
-        its PodGroups (by uid), from one look at the pods: the scheduler asks this for every gang that waits."""
+        its PodGroups (by uid), from one look at the pods: the scheduler asks this for every gang that waits, so it
+        is kept while pods, PodGroups and BindRequests are unchanged (read it, do not change it)."""
+        return self._derived(f"usage:{sorted(queues)}", lambda: self._usage_now(queues),
+                             (kinds.POD, kinds.POD_GROUP, kinds.BIND_REQUEST))  # fmt: skip
+
+    def _usage_now(self, queues: set[str]) -> tuple[dict[str, float], dict[str, float], dict[str, list[Obj]]]:
         groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in self._all(kinds.POD_GROUP)
                   if g["spec"]["queue"] in queues}  # fmt: skip
         requested = self._requested()

@@ -10,6 +10,8 @@ Ties go by node name, as the base simulation orders nodes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY, SPREAD
 from tests.fakes.kai import Kai
@@ -17,10 +19,20 @@ from tests.fakes.kai import Kai
 
 class KaiPlacement(Kai):
     def _node_order(self, free: dict[str, int]) -> list[str]:
-        capacity = self.layout.by_name()
+        return sorted(free, key=self._rank(free))
+
+    def _pick_node(self, free: dict[str, int], gpus: int) -> str | None:
+        """The best-ranked node with room: the first of :meth:`_node_order` that has it, found in one pass."""
+        return min((node for node, left in free.items() if left >= gpus), key=self._rank(free), default=None)
+
+    def _rank(self, free: dict[str, int]) -> Callable[[str], tuple[float, str]]:
         if self.gpu_strategy() == SPREAD:
-            return sorted(free, key=lambda node: (-free[node] / (capacity.get(node) or 1), node))
-        return sorted(free, key=lambda node: (free[node], node))
+            capacity = self._capacity()
+            return lambda node: (-free[node] / (capacity.get(node) or 1), node)
+        return lambda node: (free[node], node)
+
+    def _capacity(self) -> dict[str, int]:
+        return self._derived("capacity", self.layout.by_name, ())
 
     def gpu_strategy(self) -> str:
         shards = [s for s in self._all(kinds.SCHEDULING_SHARD) if not s.get("spec", {}).get("partitionLabelValue")]

@@ -78,7 +78,7 @@ class KaiSharing(Binder):
                 and not pod["spec"].get("runtimeClassName")
             ):
                 pod["spec"]["runtimeClassName"] = DEFAULT_FRACTION_RUNTIME_CLASS
-                self.fake.put(pod)
+                self.fake.write(pod)
                 changed = True
         return changed
 
@@ -153,7 +153,7 @@ class KaiSharing(Binder):
         group = spec["selectedGPUGroups"][0]
         reservation = self._reservation(group)
         if reservation is None:
-            self.fake.put(self._reservation_pod(spec["selectedNode"], group))
+            self.fake.write(self._reservation_pod(spec["selectedNode"], group))
             return False
         if RESERVED_GPU_ANNOTATION not in annotations_of(reservation):
             if not getattr(self.faults, "reservations_unanswered", False):

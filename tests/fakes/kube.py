@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import functools
+import itertools
 import threading
 import uuid
 from collections.abc import Callable
@@ -89,6 +90,19 @@ class FakeKube(KubeApi):
         self.changes = ChangeLog(self.lock, self.watch_window)
         #: Bumped by every API call, write and removal: readers may keep what they derived from the store until then.
         self.generation = 0
+        #: Finer: bumped by every API call (which may change stored objects in place), and per kind by every write
+        #: and removal of that kind. What a reader derived from one kind stays valid while both are unchanged.
+        self.call_generation = 0
+        self.kind_generations: dict[tuple[str, str], int] = {}
+        #: The keys stored per kind, and per owner uid the keys of what it owns (a key popped from ``store`` directly
+        #: is skipped on read), and the keys of a kind in key order as of a kind generation.
+        self._keys_by_kind: dict[tuple[str, str], dict[Key, None]] = {}
+        self._keys_by_owner: dict[str, dict[Key, None]] = {}
+        self._keys_by_namespace: dict[str, dict[Key, None]] = {}
+        #: Where each stored key stands in the store's (insertion) order: a cascade removes dependents in that order.
+        self._position: dict[Key, int] = {}
+        self._positions = itertools.count()
+        self._sorted_keys: dict[tuple[str, str], tuple[int, list[Key]]] = {}
 
     # ------------------------------------------------------------------------------------------- test API
     def fail(self, operation: str, status: int, *, kind: str | None = None, name: str | None = None,
@@ -124,18 +138,46 @@ class FakeKube(KubeApi):
     @_serialized
     def put(self, obj: Obj) -> Obj:
         """Store ``obj`` as is (status included), as a controller would: no guard, no admission."""
-        return self._store(self.kind_of(obj), copy.deepcopy(obj))
+        return self._store(self.kind_of(obj), clone(obj))
+
+    @_serialized
+    def write(self, obj: Obj) -> None:
+        """:meth:`put` without the copy of what was stored (simulated controllers write thousands of objects)."""
+        self._store(self.kind_of(obj), clone(obj), answer=False)
 
     @_serialized
     def objects(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
         """Copies of the stored objects of ``kind`` (in ``namespace``), in key order. Filtered before sorted and
         copied: the simulated controllers list pods many times per API call."""
-        # list() takes the items in one step under the GIL: installers reconcile from other threads.
-        found = [
-            (key, o) for key, o in list(self.store.items())
-            if key[:2] == (kind.api_version, kind.kind) and (namespace is None or key[2] == namespace)
-        ]  # fmt: skip
-        return [clone(o) for _, o in sorted(found, key=lambda kv: str(kv[0]))]
+        return [clone(o) for o in self.stored(kind, namespace)]
+
+    @_serialized
+    def stored(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
+        """The stored objects of ``kind`` themselves (in ``namespace``), in key order, for readers that only read
+        them (a simulated controller deriving counts): change one and the store changes unseen."""
+        wanted = (kind.api_version, kind.kind)
+        generation = self.kind_generations.get(wanted, 0)
+        cached = self._sorted_keys.get(wanted)
+        if cached is None or cached[0] != generation:
+            # list() takes the keys in one step under the GIL: installers reconcile from other threads.
+            cached = (generation, sorted(list(self._keys_by_kind.get(wanted, ())), key=str))
+            self._sorted_keys[wanted] = cached
+        return [o for key in cached[1] if (namespace is None or key[2] == namespace)
+                and (o := self.store.get(key)) is not None]  # fmt: skip
+
+    @_serialized
+    def owned_by(self, kind: Kind, uid: str) -> list[Obj]:
+        """The stored objects of ``kind`` whose ownerReferences name ``uid``, in key order (read them only)."""
+        keys = [key for key in self._keys_by_owner.get(uid, ()) if key[:2] == (kind.api_version, kind.kind)]
+        return [o for key in sorted(keys, key=str) if (o := self.store.get(key)) is not None
+                and any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])]  # fmt: skip
+
+    def kind_generation(self, kind: Kind) -> int:
+        return self.kind_generations.get((kind.api_version, kind.kind), 0)
+
+    def _changed(self, key: Key) -> None:
+        self.generation += 1
+        self.kind_generations[key[:2]] = self.kind_generations.get(key[:2], 0) + 1
 
     @_serialized
     def compact(self) -> None:
@@ -154,6 +196,7 @@ class FakeKube(KubeApi):
         call = Call(operation, kind.kind if kind else "", namespace, name, detail)
         self.calls.append(call)
         self.generation += 1  # the call may change stored objects in place
+        self.call_generation += 1
         for reactor in list(self.reactors):
             reactor(self, call)
         what = describe(kind, name, namespace) if kind else operation
@@ -181,18 +224,25 @@ class FakeKube(KubeApi):
     def _key(self, kind: Kind, namespace: str | None, name: str) -> Key:
         return (kind.api_version, kind.kind, namespace if kind.namespaced else None, name)
 
-    def _store(self, kind: Kind, obj: Obj) -> Obj:
+    def _store(self, kind: Kind, obj: Obj, *, answer: bool = True) -> Obj:
         meta = obj.setdefault("metadata", {})
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", self._now())
         meta["resourceVersion"] = self._next_version()
-        self.generation += 1
         key = self._key(kind, meta.get("namespace"), meta["name"])
+        self._changed(key)
         prev = self.store.get(key)
         self.store[key] = obj
+        self._keys_by_kind.setdefault(key[:2], {})[key] = None
+        for ref in meta.get("ownerReferences") or []:
+            self._keys_by_owner.setdefault(ref.get("uid"), {})[key] = None
+        if prev is None:
+            self._position[key] = next(self._positions)
+            if key[2] is not None:
+                self._keys_by_namespace.setdefault(key[2], {})[key] = None
         self.changes.record(self.resource_version, "MODIFIED" if prev else "ADDED", key, obj, prev)
-        return clone(obj)
+        return clone(obj) if answer else obj
 
     def _next_version(self) -> str:
         self.resource_version += 1
@@ -327,28 +377,40 @@ class FakeKube(KubeApi):
                 prev = clone(obj) if self.changes.recording else None
                 obj["metadata"]["deletionTimestamp"] = self._now()
                 obj["metadata"]["resourceVersion"] = self._next_version()
+                self._changed(self._key(kind, namespace, name))
                 self.changes.record(self.resource_version, "MODIFIED", self._key(kind, namespace, name), obj, prev)
             return
         self._remove(kind, namespace, name)
 
     @_serialized
     def _remove(self, kind: Kind, namespace: str | None, name: str) -> None:
+        """Remove one object and, depth first in store order, everything it owns (and a namespace's objects)."""
+        self._cascade(kind, namespace, name)
+
+    def _cascade(self, kind: Kind, namespace: str | None, name: str) -> None:
         key = self._key(kind, namespace, name)
         obj = self.store.pop(key, None)
         if obj is None:
             return
-        self.generation += 1
+        self._changed(key)
+        self._keys_by_kind.get(key[:2], {}).pop(key, None)
+        self._keys_by_namespace.get(key[2] or "", {}).pop(key, None)
+        self._position.pop(key, None)
         if self.changes.recording:
             gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self._next_version()}}
             self.changes.record(self.resource_version, "DELETED", key, gone, obj)
-        uid = obj["metadata"]["uid"]
-        for key, other in list(self.store.items()):
-            owners = other["metadata"].get("ownerReferences") or []
-            in_namespace = kind == kinds.NAMESPACE and key[2] == name
-            if in_namespace or any(ref.get("uid") == uid for ref in owners):
-                dep_kind = self.served.get((key[0], key[1])) or kinds.known(key[0], key[1])
-                if dep_kind is not None and key in self.store:
-                    self._remove(dep_kind, key[2], key[3])
+        for dependent in self._dependents(obj["metadata"]["uid"], name if kind == kinds.NAMESPACE else None):
+            dep_kind = self.served.get((dependent[0], dependent[1])) or kinds.known(dependent[0], dependent[1])
+            if dep_kind is not None and dependent in self.store:
+                self._cascade(dep_kind, dependent[2], dependent[3])
+
+    def _dependents(self, uid: str, namespace: str | None) -> list[Key]:
+        """What ``uid`` owns and, for a namespace's removal, what is in it, in store order (as a scan meets them)."""
+        owned = [key for key in self._keys_by_owner.pop(uid, ()) if (o := self.store.get(key)) is not None
+                 and any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])]  # fmt: skip
+        if namespace is not None:
+            owned = list({*owned, *(k for k in self._keys_by_namespace.pop(namespace, ()) if k in self.store)})
+        return sorted(owned, key=lambda key: self._position.get(key, -1))
 
     @_serialized
     def _pod_logs(self, namespace: str, name: str, container: str | None, since_seconds: int | None,

@@ -79,7 +79,7 @@ class Kubelet(Simulation):
                  "state": {"waiting": {"reason": "ErrImagePull", "message": "failed to pull and unpack image: not found"}}}
                 for c in pod["spec"]["containers"]
             ]  # fmt: skip
-            self.fake.put(pod)
+            self.fake.write(pod)
             return True
         status["phase"] = "Running"
         status["startTime"] = now
@@ -88,7 +88,7 @@ class Kubelet(Simulation):
              "state": {"running": {"startedAt": now}}}
             for c in pod["spec"]["containers"]
         ]  # fmt: skip
-        self.fake.put(pod)
+        self.fake.write(pod)
         return True
 
     def _kill(self, pod: Obj) -> bool:
@@ -111,7 +111,7 @@ class Kubelet(Simulation):
                 })  # fmt: skip
             status["phase"] = phase_of(codes)
             status["containerStatuses"] = ended
-            self.fake.put(pod)
+            self.fake.write(pod)
             changed = True
         if not pod["metadata"].get("finalizers"):
             self.fake._remove(kinds.POD, pod["metadata"]["namespace"], pod["metadata"]["name"])

@@ -55,6 +55,8 @@ class Faults:
     #: KAI's event recorder sends no more repeats of an event (client-go's spam filter: 25 per object, then one
     #: every 5 minutes): the ``Unschedulable`` count of a refused PodGroup stops rising.
     kai_events_throttled: bool = False
+    #: KAI considers only the first N PodGroups (in creation order) in every cycle; the rest wait, GPUs idle or not.
+    scheduler_considers_only: int | None = None
 
 
 @dataclass
@@ -72,44 +74,90 @@ class Simulation:
         self.row = ex.kai_row(self.kai_version)
         self._names = itertools.count(1)
         self._seen: dict[str, int] = {}  # PodGroup uid → order of creation (KAI considers older groups first)
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, tuple[Any, Any]] = {}  # key → (stamp, what was derived)
+        self._copied: dict[str, dict[tuple[str | None, str], Obj]] = {}  # the last copy of each object, per kind
 
     # ------------------------------------------------------------------------------------------ store helpers
     def _all(self, kind: Kind, namespace: str | None = None) -> list[Obj]:
         """Copies of the stored objects, shared by every reader until the store changes (see :meth:`_derived`)."""
-        return list(self._derived(f"all:{kind.kind}:{namespace}", lambda: self.fake.objects(kind, namespace)))
+        return list(self._derived(f"all:{kind.kind}:{namespace}", lambda: self._copies(kind, namespace), (kind,)))
+
+    def _copies(self, kind: Kind, namespace: str | None) -> list[Obj]:
+        """What ``fake.objects`` returns (copies in key order), reusing the copy made last time of every object that
+        still equals its stored self: comparing is several times cheaper than copying, and a burst rewrites a few
+        of a thousand pods between two listings."""
+        return [self._copy(kind, stored) for stored in self.fake.stored(kind, namespace)]
+
+    def _copy(self, kind: Kind, stored: Obj) -> Obj:
+        """A copy of a stored object: the one made last time while it still equals the stored one, else a new one."""
+        copies = self._copied.setdefault(kind.kind, {})
+        key = (stored["metadata"].get("namespace"), stored["metadata"]["name"])
+        kept = copies.get(key)
+        if kept is None or kept != stored:
+            kept = copies[key] = clone(stored)
+        return kept
 
     def _find(self, kind: Kind, name: str, namespace: str | None) -> Obj | None:
         if namespace is not None or not kind.namespaced:  # one object by its key: no listing (controllers ask often)
+            listed = self._listed(kind)
+            if listed is not None:  # the shared copy of a listing still current
+                return listed.get((namespace if kind.namespaced else None, name))
             found = self.fake.store.get(self.fake._key(kind, namespace, name))
-            return clone(found) if found is not None else None
+            return self._copy(kind, found) if found is not None else None
         return next((o for o in self._all(kind, namespace) if o["metadata"]["name"] == name), None)
 
+    def _listed(self, kind: Kind) -> dict[tuple[str | None, str], Obj] | None:
+        """The objects of a current :meth:`_all` of ``kind`` by (namespace, name), or None when there is none (then
+        one object is cheaper to copy than the whole kind)."""
+        stamp = self._stamp((kind,))
+        listing = self._cache.get(f"all:{kind.kind}:None")
+        if listing is None or listing[0][1:] != stamp[1:]:
+            return None  # the kind was written since: copying the one asked for is cheaper
+        if listing[0] != stamp:  # only API calls since: list again, reusing the copies still equal to the store
+            listing = (stamp, self._all(kind))
+        return self._derived(f"listed:{kind.kind}", lambda: {
+            (o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in listing[1]}, (kind,))  # fmt: skip
+
     def _owned(self, kind: Kind, owner: Obj) -> list[Obj]:
-        def by_owner() -> dict[str, list[Obj]]:
-            index: dict[str, list[Obj]] = {}
-            for obj in self._all(kind):
-                for ref in obj["metadata"].get("ownerReferences") or []:
-                    index.setdefault(ref.get("uid"), []).append(obj)
-            return index
+        """The objects of ``kind`` that ``owner`` owns, in store order: copies of only those (the Job controller asks
+        for each Job's pods right after creating another Job's)."""
 
-        return list(self._derived(f"owned:{kind.kind}", by_owner).get(uid_of(owner), []))
+        owned = [
+            (o["metadata"].get("namespace"), o["metadata"]["name"]) for o in self.fake.owned_by(kind, uid_of(owner))
+        ]
+        listed = self._listed(kind)
+        if listed is not None:
+            return [listed[key] for key in owned]
+        return [self._copy(kind, self.fake.store[self.fake._key(kind, namespace, name)]) for namespace, name in owned]
 
-    def _derived(self, key: str, build: Callable[[], Any]) -> Any:
-        """What ``build`` derives from the store, kept while the store is unchanged (``FakeKube.generation``): the
-        controllers ask for the same pods many times per API call. Objects handed out are shared until the next
-        write, and every controller writes a change to one at once (``put``), which starts a new generation."""
-        if self._cache.get("generation") != self.fake.generation:
-            self._cache = {"generation": self.fake.generation}
-        if key not in self._cache:
-            self._cache[key] = build()
-        return self._cache[key]
+    def _stamp(self, depends: tuple[Kind, ...] | None) -> Any:
+        if depends is None:
+            return self.fake.generation
+        return (self.fake.call_generation, *(self.fake.kind_generation(kind) for kind in depends))
+
+    def _derived(self, key: str, build: Callable[[], Any], depends: tuple[Kind, ...] | None = None) -> Any:
+        """What ``build`` derives from the store, kept while the store is unchanged: ``depends`` names the kinds it
+        reads (then it is kept until an API call or a write of one of them; ``FakeKube.kind_generation``), else
+        until any change (``FakeKube.generation``). The controllers ask for the same pods many times per API call.
+        Objects handed out are shared until the next write, and every controller writes a change to one at once
+        (``put``), which starts a new generation."""
+        stamp = self._stamp(depends)
+        cached = self._cache.get(key)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, build())
+            self._cache[key] = cached
+        return cached[1]
+
+    def _peek(self, kind: Kind, name: str, namespace: str | None) -> Obj | None:
+        """The stored object itself, to read only (change a :meth:`_find` copy and ``put`` it instead)."""
+        return self.fake.store.get(self.fake._key(kind, namespace, name))
 
     def _owner(self, obj: Obj, kind: Kind) -> Obj | None:
+        """The owner of ``kind`` (the stored object: read it only)."""
         refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("kind") == kind.kind]
         if not refs:
             return None
-        found = self._find(kind, refs[0]["name"], obj["metadata"].get("namespace"))
+        found = self._peek(kind, refs[0]["name"], obj["metadata"].get("namespace"))
         return found if found is not None and uid_of(found) == refs[0]["uid"] else None
 
     @staticmethod
@@ -139,7 +187,7 @@ class Simulation:
             return
         meta["deletionTimestamp"] = self._now()
         meta["deletionGracePeriodSeconds"] = grace
-        self.fake.put(pod)
+        self.fake.write(pod)
 
     def _drop_finalizer(self, pod: Obj, finalizer: str) -> None:
         """Remove one finalizer; a pod deleted with grace 0 that is left with none is gone at once (the store's
@@ -151,7 +199,7 @@ class Simulation:
             if meta.get("deletionTimestamp") and not meta.get("deletionGracePeriodSeconds"):
                 self.fake._remove(kinds.POD, meta["namespace"], meta["name"])
                 return
-        self.fake.put(pod)
+        self.fake.write(pod)
 
 
 def merge_metadata(target: Obj, metadata: Obj | None) -> None:

@@ -4,12 +4,11 @@ resourcesPerNode on the trainer ancestor), JobSet → one Job per replicatedJob 
 
 from __future__ import annotations
 
-import copy
-
 from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
+from tests.fakes.kube import clone
 from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation, merge_metadata
 
 
@@ -20,15 +19,16 @@ class TrainerAndJobSet(Simulation):
         for tj in self._all(kinds.TRAIN_JOB):
             meta = tj["metadata"]
             suspended = bool(tj["spec"].get("suspend"))
-            jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
+            jobset = self._peek(kinds.JOB_SET, meta["name"], meta["namespace"])
             if jobset is None:
                 runtime = self._runtime_of(tj)
                 if runtime is not None:
-                    self.fake.put(self._jobset_for(tj, runtime))
+                    self.fake.write(self._jobset_for(tj, runtime))
                     changed = True
             elif bool(jobset["spec"].get("suspend")) != suspended:
+                jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
                 jobset["spec"]["suspend"] = suspended
-                self.fake.put(jobset)
+                self.fake.write(jobset)
                 changed = True
             else:
                 changed |= self._trainjob_finished(tj, jobset)
@@ -49,7 +49,7 @@ class TrainerAndJobSet(Simulation):
         obj.setdefault("status", {}).setdefault("conditions", []).append(
             {"type": condition, "status": "True", "reason": reason, "lastTransitionTime": self._now()}
         )
-        self.fake.put(obj)
+        self.fake.write(obj)
         return True
 
     def _runtime_of(self, tj: Obj) -> Obj | None:
@@ -59,7 +59,7 @@ class TrainerAndJobSet(Simulation):
         return self._find(kinds.CLUSTER_TRAINING_RUNTIME, ref["name"], None)
 
     def _jobset_for(self, tj: Obj, runtime: Obj) -> Obj:
-        template = copy.deepcopy(runtime["spec"]["template"])
+        template = clone(runtime["spec"]["template"])
         meta = template.get("metadata") or {}
         labels, annotations = dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
         rjobs = template["spec"]["replicatedJobs"]
@@ -85,7 +85,7 @@ class TrainerAndJobSet(Simulation):
             job_spec["completions"] = job_spec["parallelism"]
             if (rjob["template"].get("metadata") or {}).get("labels", {}).get(TRAINER_ANCESTOR_LABEL) == "trainer":
                 node = next(c for c in pod_template["spec"]["containers"] if c["name"] == "node")
-                node["resources"] = copy.deepcopy(trainer.get("resourcesPerNode") or node.get("resources") or {})
+                node["resources"] = clone(trainer.get("resourcesPerNode") or node.get("resources") or {})
         return {
             "apiVersion": ex.JOBSET_API_VERSION,
             "kind": "JobSet",
@@ -105,13 +105,14 @@ class TrainerAndJobSet(Simulation):
                     continue
                 for index in range(rjob.get("replicas", 1)):
                     name = f"{js['metadata']['name']}-{rjob['name']}-{index}"
-                    job = self._find(kinds.JOB, name, ns)
+                    job = self._peek(kinds.JOB, name, ns)
                     if job is None:
-                        self.fake.put(self._job_for(js, rjob, index, name))
+                        self.fake.write(self._job_for(js, rjob, index, name))
                         changed = True
                     elif bool(job["spec"].get("suspend")) != suspended:
+                        job = self._find(kinds.JOB, name, ns)
                         job["spec"]["suspend"] = suspended
-                        self.fake.put(job)
+                        self.fake.write(job)
                         changed = True
         return changed
 
@@ -144,7 +145,7 @@ class TrainerAndJobSet(Simulation):
             zip(ex.JOBSET_OWN_LABELS, (js["metadata"]["name"], uid_of(js), rjob["name"], str(index)), strict=True)
         )
         job_meta = rjob["template"].get("metadata") or {}
-        pod_template = copy.deepcopy(rjob["template"]["spec"]["template"])
+        pod_template = clone(rjob["template"]["spec"]["template"])
         merge_metadata(pod_template, {"labels": own})
         return {
             "apiVersion": "batch/v1",
@@ -153,7 +154,7 @@ class TrainerAndJobSet(Simulation):
                          "labels": {**(job_meta.get("labels") or {}), **own},
                          "annotations": dict(job_meta.get("annotations") or {}), "ownerReferences": [self._ref(js)]},
             # The Job template's own fields (completionMode, backoffLimitPerIndex, ...) are copied as JobSet does.
-            "spec": {**copy.deepcopy(rjob["template"]["spec"]),
+            "spec": {**clone(rjob["template"]["spec"]),
                      "parallelism": rjob["template"]["spec"].get("parallelism", 1),
                      "suspend": bool(js["spec"].get("suspend")), "template": pod_template},
         }  # fmt: skip

@@ -65,7 +65,8 @@ class ChangeLog:
     def record(self, version: int, type_: str, key: Key, obj: Obj, prev: Obj | None) -> None:
         if not self.recording:
             return
-        self._changes.append(Change(version, type_, key, clone(obj), clone(prev) if prev is not None else None))
+        # ``prev`` is no longer the stored object (replaced or removed), so nothing changes it any more: kept as is.
+        self._changes.append(Change(version, type_, key, clone(obj), prev))
         self._versions.append(version)
         excess = len(self._changes) - self.window
         if excess > 0:

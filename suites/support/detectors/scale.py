@@ -1,0 +1,197 @@
+"""Scale detectors: what must hold over a whole burst, judged on the burst's ledger (suites/support/scale_ledger.py)
+at every change a watch delivers, and what must hold once it has settled.
+
+Over the whole run (every change):
+
+* ``gang-never-partial`` (:class:`PartialGangs`): no gang has some but not all of its pods bound for longer than the
+  settle time (suites/support/timing.py): the binder binds and the evictor deletes pod by pod, a gang never stays
+  partial.
+* ``queue-limit`` (:func:`queue_limits`): the GPUs of a queue's bound, live pods never exceed its GPU limit.
+* ``non-preemptible-in-quota`` (:func:`non_preemptible_quota`): the GPUs of a queue's non-preemptible bound pods
+  never exceed its quota (KAI runs non-preemptible workloads only within quota: ``NonPreemptibleOverQuota``,
+  capacity_policy/quota_check.go).
+* ``non-preemptible-never-evicted`` (:func:`non_preemptible_evictions`): no pod of a non-preemptible gang is deleted
+  while bound (preempt, reclaim and consolidation take only preemptible victims, kai-scheduler.md §6).
+
+Once settled:
+
+* ``fitting-gangs-bound`` (:func:`fitting_gangs_bound`): no gang waits that *fits*, see :func:`fits`.
+* ``burst-bound`` (:func:`burst_bound`): every gang of a burst that fits the empty cluster is bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.snapshot import name_list
+
+
+def _named(items: Sequence[str]) -> str:
+    return name_list(items, str)
+
+
+class PartialGangs:
+    """``gang-never-partial`` over many gangs: fires once a gang has been partially bound for longer than ``grace``.
+
+    :meth:`update` is told each gang's bound pods whenever they change; :meth:`check` judges at a given time, so a
+    gang that goes partial and then nothing else happens still fires once ``grace`` has passed."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.since: dict[str, float] = {}
+        self.detail: dict[str, str] = {}
+        self.longest = 0.0
+        self.partial_moments = 0
+        self.violation: Verdict | None = None
+
+    def update(self, gang: str, bound: int, size: int, at: float) -> None:
+        if 0 < bound < size:
+            if gang not in self.since:
+                self.since[gang] = at
+                self.partial_moments += 1
+            self.detail[gang] = f"{bound} of {size} pods bound"
+        elif gang in self.since:
+            self.longest = max(self.longest, at - self.since.pop(gang))
+            self.detail.pop(gang, None)
+
+    def check(self, at: float) -> Verdict:
+        if self.violation is None:
+            overdue = sorted((since, gang) for gang, since in self.since.items() if at - since > self.grace)
+            if overdue:
+                since, gang = overdue[0]
+                others = f"; {len(overdue) - 1} more gang(s) partial for as long" if len(overdue) > 1 else ""
+                self.violation = Verdict(
+                    "gang-never-partial",
+                    False,
+                    f"gang {gang} partially bound ({self.detail[gang]}) for {at - since:.1f}s, more than the "
+                    f"{self.grace:.0f}s a gang may take to bind or be evicted{others}",
+                )
+        if self.violation is not None:
+            return self.violation
+        current = max((at - since for since in self.since.values()), default=0.0)
+        return Verdict(
+            "gang-never-partial",
+            True,
+            f"no gang partial for more than {self.grace:.0f}s ({self.partial_moments} partial moment(s), the longest "
+            f"{max(self.longest, current):.1f}s; {len(self.since)} partial now)",
+        )
+
+
+@dataclass(frozen=True)
+class QueueBounds:
+    """GPU quota and limit of one queue (-1: none)."""
+
+    name: str
+    quota: int
+    limit: int
+
+
+def queue_limits(held: Mapping[str, int], queues: Iterable[QueueBounds]) -> Verdict:
+    """Every queue's bound GPUs within its limit."""
+    over = [f"{q.name} holds {held.get(q.name, 0)} GPUs, limit {q.limit}" for q in queues
+            if q.limit >= 0 and held.get(q.name, 0) > q.limit]  # fmt: skip
+    if over:
+        return Verdict("queue-limit", False, "queue over its GPU limit: " + "; ".join(over))
+    shown = ", ".join(f"{q.name} {held.get(q.name, 0)}/{q.limit if q.limit >= 0 else '∞'}" for q in queues)
+    return Verdict("queue-limit", True, f"every queue within its GPU limit ({shown})")
+
+
+def non_preemptible_quota(held: Mapping[str, int], queues: Iterable[QueueBounds]) -> Verdict:
+    """Every queue's non-preemptible bound GPUs within its quota."""
+    over = [f"{q.name} runs {held.get(q.name, 0)} non-preemptible GPUs, quota {q.quota}" for q in queues
+            if q.quota >= 0 and held.get(q.name, 0) > q.quota]  # fmt: skip
+    if over:
+        return Verdict("non-preemptible-in-quota", False,
+                       "non-preemptible workloads over their queue's quota: " + "; ".join(over))  # fmt: skip
+    return Verdict("non-preemptible-in-quota", True, "non-preemptible workloads within their queues' quotas")
+
+
+def non_preemptible_evictions(evicted: Mapping[str, int]) -> Verdict:
+    """No pod of a non-preemptible gang was evicted (``evicted``: gang → its pods deleted while bound)."""
+    hit = [f"{gang} ({n} pod(s))" for gang, n in sorted(evicted.items()) if n]
+    if hit:
+        return Verdict("non-preemptible-never-evicted", False, "non-preemptible gang(s) evicted: " + _named(hit))
+    return Verdict("non-preemptible-never-evicted", True, "no non-preemptible pod evicted")
+
+
+# ------------------------------------------------------------------------------------------------------ settled
+@dataclass(frozen=True)
+class Waiting:
+    """A gang that waits: its shape, queue and preemptibility."""
+
+    name: str
+    pods: int
+    gpus: int
+    queue: str
+    preemptible: bool
+
+
+def room(free: Mapping[str, int], gpus: int) -> int:
+    """Pods of ``gpus`` GPUs the free GPUs hold, each node packed on its own."""
+    return sum(left // gpus for left in free.values() if left > 0) if gpus > 0 else 0
+
+
+def fits(
+    gang: Waiting,
+    free: Mapping[str, int],
+    held: Mapping[str, int],
+    held_non_preemptible: Mapping[str, int],
+    queues: Mapping[str, QueueBounds],
+) -> bool:
+    """A waiting gang *fits* when, as things stand, KAI's allocate action alone could place it:
+
+    * its pods fit the GPUs free on the nodes, each node on its own (Σ over nodes of ⌊free / GPUs per pod⌋ ≥ pods;
+      free = the node's GPUs less those of every pod bound there that has not ended, any namespace);
+    * its queue's bound GPUs plus the gang's stay within the queue's GPU limit (KAI: ``OverLimit``);
+    * a non-preemptible gang's queue's non-preemptible GPUs plus the gang's stay within the queue's quota (KAI:
+      ``NonPreemptibleOverQuota``).
+
+    No eviction is assumed: a gang that fits needs nothing but GPUs that are idle."""
+    bounds = queues.get(gang.queue)
+    demand = gang.pods * gang.gpus
+    if bounds is not None and bounds.limit >= 0 and held.get(gang.queue, 0) + demand > bounds.limit:
+        return False
+    if (
+        bounds is not None
+        and not gang.preemptible
+        and bounds.quota >= 0
+        and held_non_preemptible.get(gang.queue, 0) + demand > bounds.quota
+    ):
+        return False
+    return room(free, gang.gpus) >= gang.pods
+
+
+def fitting_gangs_bound(
+    waiting: Sequence[Waiting],
+    free: Mapping[str, int],
+    held: Mapping[str, int],
+    held_non_preemptible: Mapping[str, int],
+    queues: Mapping[str, QueueBounds],
+) -> Verdict:
+    """Once the burst has settled, no waiting gang fits (:func:`fits`): KAI leaves no GPU idle that a waiting gang
+    could use within its queue's limit and, if non-preemptible, its quota."""
+    fitting = [g for g in waiting if fits(g, free, held, held_non_preemptible, queues)]
+    idle = sum(left for left in free.values() if left > 0)
+    if fitting:
+        described = [f"{g.name} ({g.pods}×{g.gpus} GPU, queue {g.queue}: room for {room(free, g.gpus)} such pods)"
+                     for g in fitting]  # fmt: skip
+        return Verdict(
+            "fitting-gangs-bound",
+            False,
+            f"{len(fitting)} waiting gang(s) fit the {idle} idle GPUs within their queue's limit and quota: "
+            + _named(described),
+        )
+    return Verdict(
+        "fitting-gangs-bound",
+        True,
+        f"none of the {len(waiting)} waiting gang(s) fits the {idle} idle GPUs within its queue's limit and quota",
+    )
+
+
+def burst_bound(whole: int, gangs: int, waiting: Sequence[str]) -> Verdict:
+    """Every gang of a burst that fits the empty cluster is bound."""
+    if waiting:
+        return Verdict("burst-bound", False, f"{whole} of {gangs} gangs bound; waiting: {_named(list(waiting))}")
+    return Verdict("burst-bound", True, f"all {gangs} gangs bound")

@@ -1,0 +1,191 @@
+"""Steps of the scale cases: watch a burst's namespace, submit the burst at once, wait until it settles while the
+scale detectors judge every change, then judge the settled state, record the measurements and explain a failure.
+
+Observation is by watch (:class:`~fixtures.informer.Watchers`: one watch of pods and one of PodGroups over the case's
+namespace), never by polling the API: thousands of pods polled every 0.25 s would be the largest load on the API
+server. The waits poll only the ledger in memory (:mod:`suites.support.scale_ledger`), so their progress lines and
+timeouts are the suite's usual ones (:mod:`fixtures.waits`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.fixtures import kinds, progress
+from kai_conformance.fixtures.informer import Watchers
+from kai_conformance.fixtures.kube import KubeApi, WatchEvent
+from kai_conformance.fixtures.waits import ConditionViolated, TimeoutPolicy, eventually
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.cases.contract import Manifest
+from kai_conformance.suites.support.cases.scale import BurstPlan
+from kai_conformance.suites.support.detectors import scale as detect
+from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.observe import Observer
+from kai_conformance.suites.support.scale_ledger import BurstLedger
+from kai_conformance.suites.support.snapshot import NAMED, gpus_of, node_of
+from kai_conformance.suites.support.timing import settle
+
+#: Create requests in flight at once: the burst reaches the API server within a second or two, as from a CI job
+#: submitting many TrainJobs, without one client's connection pool queueing them.
+SUBMITTERS = 8
+#: Seconds a burst may take per pod, on top of the ``schedule`` budget (both scaled by ``--timeout-scale``):
+#: Trainer, JobSet, the Job controller, the podgrouper, KAI and the binder each handle every pod of the burst.
+SECONDS_PER_POD = 0.1
+
+
+def burst_timeout(timeouts: TimeoutPolicy, plan: BurstPlan) -> float:
+    return timeouts("schedule") + plan.pods * SECONDS_PER_POD * timeouts.scale
+
+
+class Burst:
+    """One burst in one namespace: its ledger, fed by the namespace's watches, and the waits over it.
+
+    Use as a context manager: the watches start (and have listed the empty namespace) before anything is submitted,
+    and stop on exit, failure or not."""
+
+    def __init__(self, kube: KubeApi, namespace: str, plan: BurstPlan, timeouts: TimeoutPolicy, *, kai: bool = True):
+        self.kube, self.namespace, self.plan, self.timeouts, self.kai = kube, namespace, plan, timeouts, kai
+        self.ledger = BurstLedger(plan, settle(timeouts), kai=kai)
+        self.lock = threading.Lock()
+        self.watchers = Watchers(kube, namespace=namespace)
+        self.settled_at: float | None = None
+
+    def __enter__(self) -> Burst:
+        self.watchers.watch(kinds.POD, self._handler(self.ledger.pod))
+        if self.kai:
+            self.watchers.watch(kinds.POD_GROUP, self._handler(self.ledger.podgroup))
+        self.watchers.start()
+        try:
+            self.watchers.wait_synced(self.timeouts("api"))
+        except BaseException:
+            self.watchers.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.watchers.stop()
+
+    def _handler(self, feed: Callable[[str, dict, float], None]) -> Callable[[WatchEvent, float], None]:
+        def handle(event: WatchEvent, observed_at: float) -> None:
+            with self.lock:
+                feed(event.type, event.obj, observed_at)
+
+        return handle
+
+    # ------------------------------------------------------------------------------------------------ submit
+    def submit(self, workspace: Workspace, trainjobs: Sequence[Manifest]) -> None:
+        """Create every TrainJob at once (:data:`SUBMITTERS` requests in flight), noting when each was sent."""
+
+        def create(trainjob: Manifest) -> None:
+            with self.lock:
+                self.ledger.submitted(trainjob["metadata"]["name"], time.time())
+            workspace.apply(trainjob)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(SUBMITTERS, thread_name_prefix="burst-submit") as pool:
+            for done in [pool.submit(create, trainjob) for trainjob in trainjobs]:
+                done.result()  # the first failed create fails the case (an infrastructure error: the API refused)
+        with self.lock:
+            status = self.ledger.status()
+        progress.report(f"submitted {len(trainjobs)} TrainJobs in {time.monotonic() - started:.1f}s; {status}")
+
+    # ---------------------------------------------------------------------------------------------- waiting
+    def until(self, check: Callable[[BurstLedger, float], Verdict], *, what: str, timeout: float,
+              guarded: bool = True) -> Verdict:  # fmt: skip
+        """Poll the ledger until ``check`` passes; with ``guarded`` the over-the-run detectors fail the wait at the
+        first violation. A watch that stopped (Forbidden, the API gone) fails it as an infrastructure error."""
+        last: list[Verdict] = []
+
+        def probe():
+            self.watchers.check()
+            now = time.time()
+            with self.lock:
+                if guarded:
+                    kept = self.ledger.guards(now)
+                    if not kept.ok:
+                        raise ConditionViolated(f"{what}: violated on the way: {kept}")
+                verdict = check(self.ledger, now)
+            last[:] = [verdict]
+            return verdict.observation()
+
+        eventually(probe, what=what, timeout=timeout)
+        return last[0]
+
+    def settle(self, what: str) -> Verdict:
+        """Wait until every gang is complete and nothing has changed for the settle time."""
+        quiet = settle(self.timeouts)
+        verdict = self.until(lambda ledger, now: ledger.settled(now, quiet), what=what, timeout=self.timeout())
+        self.settled_at = time.time()
+        return verdict
+
+    def timeout(self) -> float:
+        return burst_timeout(self.timeouts, self.plan)
+
+    def guards(self) -> dict[str, Verdict]:
+        """The over-the-run detectors now, by name."""
+        with self.lock:
+            return self.ledger.guard_verdicts(time.time())
+
+    # ---------------------------------------------------------------------------------------------- settled
+    def fitting_gangs_bound(self, layout: GpuLayout) -> Verdict:
+        """``fitting-gangs-bound`` on the GPUs idle now, cluster-wide (other namespaces' pods count)."""
+        free = idle_gpus(self.kube, layout)
+        with self.lock:
+            return detect.fitting_gangs_bound(self.ledger.waiting(), free, self.ledger.held,
+                                              self.ledger.held_non_preemptible, self.ledger.queues)  # fmt: skip
+
+    def burst_bound(self) -> Verdict:
+        with self.lock:
+            waiting = [g.name for g in self.ledger.waiting()]
+            return detect.burst_bound(self.ledger.whole_gangs(), len(self.ledger.gangs), waiting)
+
+    def suspects(self) -> list[tuple[str, int]]:
+        """The gangs a failure is most likely about, for the chain diagnosis: partial ones first, then waiting."""
+        with self.lock:
+            gangs = list(self.ledger.gangs.values())
+        partial = [g for g in gangs if 0 < g.bound < g.plan.pods]
+        waiting = [g for g in gangs if g.bound == 0]
+        return [(g.plan.name, g.plan.pods) for g in (partial + waiting)[:NAMED]]
+
+    # ---------------------------------------------------------------------------------------------- records
+    def record(self, record: CaseRecorder, name: str, *, verdicts: bool = True) -> None:
+        """The burst's measurements (whatever happened): per gang, per burst, and the GPUs held over time; with
+        ``verdicts`` also the over-the-run detectors' verdicts."""
+        if verdicts:
+            for verdict in self.guards().values():
+                record.verdict(verdict)
+        with self.lock:
+            record.burst(self.ledger.burst_times(name, self.settled_at), self.ledger.gang_times())
+            record.series(f"GPUs held by {name}", self.ledger.held_over_time())
+            status, events = self.ledger.status(), self.ledger.events
+        record.note(f"{name}: {self.plan.describe()}; at the end {status}; {events:,} watch event(s) observed")
+
+
+def idle_gpus(kube: KubeApi, layout: GpuLayout) -> dict[str, int]:
+    """Free GPUs per GPU node: capacity less every pod on it that has not ended, being deleted or not (KAI counts
+    a releasing pod's GPUs until it is gone), in any namespace."""
+    free = {node.name: node.gpus for node in layout.gpu_nodes}
+    for pod in kube.list(kinds.POD, fields="spec.nodeName!="):
+        node = node_of(pod)
+        if node in free and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            free[node] -= gpus_of(pod)
+    return free
+
+
+@contextmanager
+def diagnosed(burst: Burst, kube: KubeApi, namespace: str) -> Iterator[None]:
+    """A product failure of a burst gets the chain diagnosis of the gangs it is most likely about (partial gangs
+    first, then waiting ones): which link of TrainJob → … → bound pods is missing, and why."""
+    try:
+        yield
+    except AssertionError as failure:
+        suspects = burst.suspects()
+        if not suspects:
+            raise
+        raise Observer(kube, namespace).explain(failure, suspects) from None
