@@ -35,7 +35,11 @@ def quiet_loopback_server(monkeypatch: pytest.MonkeyPatch) -> None:
 BURST = 16
 FAKE_NODES = 3
 SUITE = f"""
+import pytest
+
 from kai_conformance.clusters.suite_stack import queue
+
+pytestmark = pytest.mark.scale  # fake nodes are for the scale area alone
 
 
 def test_a_burst(workspace, cluster):
@@ -81,7 +85,7 @@ def interrupted_run(tmp_path: Path, fake: FakeKube, capfd: pytest.CaptureFixture
     with serve(route_to(fake)) as server:
         code = pytest.main(
             [str(module), "--cluster", "existing", "--kubeconfig", str(server.kubeconfig(tmp_path)), "--kwok-managed",
-             "--fake-nodes", str(FAKE_NODES), "-p", "kai_conformance.fixtures.plugin", "-p", "no:pytest-kind-ng",
+             "--fake-nodes", str(FAKE_NODES), "-m", "scale", "-p", "kai_conformance.fixtures.plugin", "-p", "no:pytest-kind-ng",
              "-p", "no:cacheprovider", "--report-dir", str(tmp_path / "report"), "--timeout-scale", "0.01",
              "--install", "never", "-q", "-W", "ignore"],
             plugins=[Outcomes()],

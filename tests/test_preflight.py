@@ -200,3 +200,26 @@ def test_pytest_suites_on_an_unreachable_existing_cluster(tmp_path: Path) -> Non
         f"--report-dir {report_file} is a file, not a directory",
         "pass a directory (created if missing), e.g. --report-dir=reports/output/latest",
     )
+
+
+@pytest.mark.parametrize(
+    ("expression", "refused"),
+    [
+        ("scale", False),
+        ("scale and not control", False),
+        ("scale and (gang or not gang)", False),
+        (None, True),
+        ("not slow", True),
+        ("gang", True),
+        ("scale or gang", True),
+        ("not scale", True),
+    ],
+)
+def test_fake_nodes_are_for_the_scale_area_alone(expression: str | None, refused: bool) -> None:
+    problems = preflight.check_fake_nodes_selection(200, expression)
+    assert bool(problems) is refused
+    if refused:
+        (problem,) = problems
+        assert "200 fake node(s)" in problem.what and "areas other than scale" in problem.what
+        assert "-m scale" in problem.fix and "--fake-nodes 0" in problem.fix
+    assert preflight.check_fake_nodes_selection(0, expression) == []
