@@ -351,8 +351,11 @@ def with_fake_nodes(topology: Topology, count: int | None, gpus: int | None) -> 
 
 
 def fake_node_name(cluster_name: str, index: int) -> str:
-    """``<cluster>-kwok-0001``: one per index, so a re-run of the same cluster finds (and replaces) its own."""
-    return f"{cluster_name}-kwok-{index + 1:04d}"
+    """``<cluster>-kwok-0001``: one per index, so a re-run of the same cluster finds (and replaces) its own. An
+    existing cluster's name is its kubeconfig context's, which may hold what a node name may not (``admin@lab``,
+    ``arn:aws:eks:...:cluster/gpu``): the stem keeps only what RFC 1123 allows (lowercase letters, digits, ``-``)."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", cluster_name.lower()).strip("-")[:200] or "cluster"
+    return f"{stem}-kwok-{index + 1:04d}"
 
 
 def node_label_problem(key: str) -> str | None:

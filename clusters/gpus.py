@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, Topology
-from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.clusters.layout import GPU_RESOURCE, describe_gpus
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
@@ -78,7 +78,7 @@ def _wait_allocatable(kube: KubeApi, wanted: dict[str, int], timeouts: TimeoutPo
 
 
 def _describe(gpus: dict[str, int]) -> str:
-    return ", ".join(f"{name}={count}" for name, count in gpus.items())
+    return describe_gpus(gpus)
 
 
 def fake_gpus(kube: KubeApi, topology: Topology, cluster: str, timeouts: TimeoutPolicy) -> dict[str, int]:

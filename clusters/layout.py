@@ -6,9 +6,33 @@ file for kind clusters and render mode, and from node allocatable on existing cl
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 GPU_RESOURCE = "nvidia.com/gpu"
+#: Up to this many nodes are named one by one; beyond, runs of numbered nodes with as many GPUs are summed up, so
+#: a line about 500 fake nodes stays one line.
+LISTED_NODES = 8
+_NUMBERED = re.compile(r"^(?P<stem>.*?)(?P<number>\d+)$")
+
+
+def describe_gpus(gpus: Mapping[str, int]) -> str:
+    """``a=4, b=4`` for a few nodes; ``200 nodes × 8 GPUs (c-kwok-0001 … c-kwok-0200), a=4`` for many."""
+    items = sorted(gpus.items())
+    if len(items) <= LISTED_NODES:
+        return ", ".join(f"{name}={count}" for name, count in items)
+    groups: dict[tuple[str, int], list[str]] = {}
+    for name, count in items:
+        match = _NUMBERED.match(name)
+        groups.setdefault((match.group("stem") if match else name, count), []).append(name)
+    parts = []
+    for (_, count), names in groups.items():
+        if len(names) > 3:  # a handful stays named one by one
+            parts.append(f"{len(names)} nodes × {count} GPUs ({names[0]} … {names[-1]})")
+        else:
+            parts += [f"{name}={count}" for name in names]
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -47,4 +71,4 @@ class GpuLayout:
     def describe(self) -> str:
         if not self.gpu_nodes:
             return "no GPU nodes"
-        return ", ".join(f"{n.name}={n.gpus}" for n in self.gpu_nodes) + f" (total {self.total})"
+        return describe_gpus({n.name: n.gpus for n in self.gpu_nodes}) + f" (total {self.total})"

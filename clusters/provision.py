@@ -29,6 +29,7 @@ from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.stack import in_parallel, install_stack, verify_stack
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
 from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
+from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.cleanup import removal_command
@@ -194,7 +195,7 @@ def _versions(components: dict[str, dict[str, Any]]) -> str:
 
 
 def _gpus(layout: dict[str, int]) -> str:
-    return ", ".join(f"{name}={count}" for name, count in sorted(layout.items())) or "none"
+    return describe_gpus(layout) or "none"
 
 
 def _kind_provider(settings: Settings, run: RunContext, tools: Toolbox, name: str) -> kind.KindProvider:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kai_conformance.clusters.catalog import VERSIONS_FILE, Catalog, load_topology
+from kai_conformance.clusters.catalog import VERSIONS_FILE, Catalog, fake_node_name, load_topology
 from kai_conformance.fixtures.errors import UsageError
 
 CATALOG = Catalog.load()
@@ -101,3 +102,17 @@ def test_bad_topologies_are_rejected(tmp_path: Path, content: str, message: str)
 def test_unknown_topology_names_the_known_ones() -> None:
     with pytest.raises(UsageError, match="unknown topology 'huge'; known: pr-gate, release"):
         load_topology("huge")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "name"),
+    [
+        ("kind-kai", "kind-kai-kwok-0001"),
+        ("admin@realstack", "admin-realstack-kwok-0001"),  # seen on the real stack: '@' made the API refuse the nodes
+        ("arn:aws:eks:us-east-1:1234:cluster/GPU_lab", "arn-aws-eks-us-east-1-1234-cluster-gpu-lab-kwok-0001"),
+        ("@@", "cluster-kwok-0001"),
+    ],
+)
+def test_fake_node_names_are_valid_node_names_whatever_the_context(cluster: str, name: str) -> None:
+    assert fake_node_name(cluster, 0) == name
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)

@@ -7,6 +7,7 @@ import pytest
 
 from kai_conformance.clusters import gpus
 from kai_conformance.clusters.catalog import load_topology
+from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.installation import EXPIRING, SimulatedStack, worker_node
@@ -85,3 +86,9 @@ def test_existing_clusters_report_ready_schedulable_gpu_nodes(fake: FakeKube) ->
     not_ready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     fake.put(not_ready)
     assert gpus.discover_gpus(fake) == {"a100-1": 8}
+
+
+def test_a_few_nodes_are_named_one_by_one_and_hundreds_of_fake_nodes_in_one_phrase() -> None:
+    assert describe_gpus({"w2": 4, "w1": 4}) == "w1=4, w2=4"
+    many = {f"lab-kwok-{i:04d}": 8 for i in range(1, 201)} | {"w1": 4, "w2": 4, "w3": 4}
+    assert describe_gpus(many) == "200 nodes × 8 GPUs (lab-kwok-0001 … lab-kwok-0200), w1=4, w2=4, w3=4"
