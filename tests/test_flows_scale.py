@@ -13,6 +13,7 @@ from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_scale
+from kai_conformance.suites.support import scale
 from kai_conformance.suites.support.cases.scale import DefaultSchedulerBurst, FillingBurst, OverloadBurst
 from tests.fakes.controllers import Faults
 from tests.flows import Harness
@@ -91,3 +92,15 @@ def test_the_control_fires_on_the_default_scheduler_at_scale(flow, fast_polling)
     assert set(verdicts) == {"gang-never-partial", "queue-limit"}
     assert all(v.expect_violation and not v.ok for v in verdicts.values())
     assert "gang g0000 partially bound (100 of 101 pods bound)" in verdicts["gang-never-partial"].explanation
+
+
+def test_a_stuck_burst_fails_once_nothing_changes_not_at_its_ceiling(flow, fast_polling) -> None:
+    """With the podgrouper down no gang is ever complete: the burst is judged stuck after the stall limit (the
+    ``schedule`` budget without any change), long before its ceiling of a second per pod."""
+    harness = flow(Faults(podgrouper_down=True), layout=SMALL, background=True, timeouts=TIMEOUTS)
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"settled: stuck, nothing changed for \d+s .*no PodGroup") as caught:
+        run(test_scale.test_a_burst_that_fits_is_bound_gang_by_gang, harness, FillingBurst())
+    ceiling = scale.burst_timeout(TIMEOUTS, FillingBurst().plan(SMALL))
+    assert "not reached within" not in str(caught.value)  # ended by the stall rule, not by the ceiling
+    assert time.monotonic() - started < ceiling
