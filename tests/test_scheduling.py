@@ -13,12 +13,24 @@ from types import SimpleNamespace
 
 import pytest
 
+from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.existing import OPT_IN_COMMAND
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.scheduling import CaseGate, FileLockSlot, case_guard, gpu_demand, gpu_lease, refusal
+from kai_conformance.fixtures.ownership import stamp
+from kai_conformance.fixtures.scheduling import (
+    CaseGate,
+    FileLockSlot,
+    case_guard,
+    gpu_demand,
+    gpu_lease,
+    pods_of_earlier_cases,
+    refusal,
+)
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.workspace import namespace_manifest
+from tests.fakes.installation import make_settings
 from tests.suite_cases import suite_cases
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
@@ -236,6 +248,9 @@ def test_gpu_demand_comes_from_the_case_object() -> None:
 
 
 # ------------------------------------------------------------------------------------------ the per-case guard
+RUN_ID = "20261123-050435-3aee"
+
+
 class Request:
     """What case_guard reads from pytest's request: config (suite mode), the item, and fixture values."""
 
@@ -251,7 +266,7 @@ class Request:
             iter_markers=lambda: [SimpleNamespace(name=m) for m in markers],
             callspec=SimpleNamespace(params={"case": case} if case else {}),
         )
-        self.values = {"cluster": state, "run": SimpleNamespace(state_dir=tmp_path), **fixtures}
+        self.values = {"cluster": state, "run": SimpleNamespace(state_dir=tmp_path, run_id=RUN_ID), **fixtures}
 
     def getfixturevalue(self, name: str) -> object:
         return self.values[name]
@@ -350,3 +365,32 @@ def test_an_over_subscribed_gang_leases_every_gpu_so_no_gpu_case_runs_beside_it_
             assert beside == [c.test for c in idle]
         with case_guard(Request(tmp_path, kind, tuple(leasing[0].marks), impatient, case=leasing[0].case)):  # type: ignore[arg-type]
             pass  # the lease went with the gang
+
+
+def test_a_serial_case_waits_until_earlier_cases_pods_have_left_the_nodes(tmp_path: Path, guarded, fake) -> None:
+    """Seen on the real controllers: a case's namespace is deleted without waiting, so a serial placement case that
+    started 2 s after the previous case judged its placements against that case's pods, gone a moment later."""
+    earlier = stamp(namespace_manifest("kc-earlier"), RUN_ID, "suites/test_x.py::test_earlier")
+    fake.put(earlier)
+    other_run = stamp(namespace_manifest("kc-other-run"), "another-run", "suites/test_x.py::test_other")
+    fake.put(other_run)
+    for namespace in ("kc-earlier", "kc-other-run"):
+        fake.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": namespace},
+                "spec": {"nodeName": "kai-conformance-worker", "containers": []},
+                "status": {"phase": "Running"},
+            }
+        )
+    assert pods_of_earlier_cases(fake, RUN_ID) == ["kc-earlier/p"]  # another run's pods are not this run's to wait for
+    impatient = {**guarded, "settings": make_settings(tmp_path, timeouts=EXPIRING, topology=load_topology("pr-gate"))}
+    with (
+        pytest.raises(errors.WaitTimeout, match=r"earlier cases' pods to leave the nodes[\s\S]*kc-earlier/p"),
+        case_guard(Request(tmp_path, state("kind", "kind"), ("serial",), impatient)),  # type: ignore[arg-type]
+    ):
+        pass
+    fake._remove(kinds.POD, "kc-earlier", "p")  # the namespace controller removed it
+    with case_guard(Request(tmp_path, state("kind", "kind"), ("serial",), guarded)):  # type: ignore[arg-type]
+        pass  # drained: the serial case starts
