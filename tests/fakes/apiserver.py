@@ -91,6 +91,9 @@ def serve(route: Route) -> Iterator[ApiServer]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
+            # It closes the connection after a stream, so it must say so (RFC 9112 §9.6): without the header the
+            # client pools the connection and its next request fails on it, a server bug real API servers lack.
+            self.send_header("Connection", "close")
             self.end_headers()
             try:
                 for part in stream.parts:
