@@ -69,7 +69,9 @@ from kai_conformance.suites.support.timing import settle
 pytestmark = [pytest.mark.consolidation, pytest.mark.preemption]  # all but the control are serial and disruptive
 
 CONSOLIDATION = [ConsolidationCase()]
-MIN_RUNTIME = [MinRuntimeCase("preempt"), MinRuntimeCase("reclaim")]
+#: The PR gate keeps preempt's min-runtime; reclaim's is the same protection by another action (slow: 70 s each on the
+#: real controllers, docs/performance.md).
+MIN_RUNTIME = [MinRuntimeCase("preempt"), MinRuntimeCase("reclaim", slow=True)]
 PREEMPTION_DELAY = [PreemptionDelayCase()]
 CONTROL = [LostFillerCase()]
 #: API timestamps (creation, deletion, KAI's last-start annotation) have whole seconds.

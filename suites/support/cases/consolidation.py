@@ -114,9 +114,11 @@ class ConsolidationCase(WholeCluster):
 
 @dataclass(frozen=True)
 class MinRuntimeCase(WholeCluster):
-    """A victim gang protected by its queue's min-runtime for ``action`` (``preempt`` or ``reclaim``)."""
+    """A victim gang protected by its queue's min-runtime for ``action`` (``preempt`` or ``reclaim``). ``slow``: the
+    same protection by the other action, left to the full run (each case holds a 30 s window)."""
 
     action: str
+    slow: bool = False
 
     @property
     def id(self) -> str:
