@@ -42,3 +42,26 @@ def test_kinds_whose_crd_is_absent_are_skipped(fake: FakeKube) -> None:
     fake.unserve(kinds.QUEUE)
     fake.put(case_object("Namespace", "kc-left"))
     assert find_leftovers(fake, "run-1", timeout=0.05) == ["Namespace kc-left"]
+
+
+def test_a_namespace_whose_pods_keep_going_is_waited_for_and_one_that_stalls_is_not(fake: FakeKube) -> None:
+    """A scale burst's namespace takes longer than one budget to empty: the check waits on while its pods fall."""
+    fake.put(case_object("Namespace", "kc-burst"))
+    for index in range(3):
+        fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{index}", "namespace": "kc-burst"}})
+
+    def one_pod_per_budget(kube: FakeKube, call) -> None:
+        namespace_lists = [c for c in kube.operations("list") if c.kind == "Namespace"]
+        pods = [key for key in kube.store if key[1] == "Pod" and key[2] == "kc-burst"]
+        if len(namespace_lists) % 4 == 0 and pods:
+            kube.store.pop(pods[0])
+        if not pods:
+            kube.store.pop(("v1", "Namespace", None, "kc-burst"), None)
+
+    fake.reactors.append(one_pod_per_budget)
+    assert find_leftovers(fake, "run-1", timeout=0.05) == []
+
+    fake.reactors.clear()
+    fake.put(case_object("Namespace", "kc-stuck"))
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "kc-stuck"}})
+    assert find_leftovers(fake, "run-1", timeout=0.05) == ["Namespace kc-stuck"]
