@@ -30,6 +30,9 @@ detectors/scale.py). Specification:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 
 from kai_conformance.fixtures.kube import KubeApi
@@ -73,23 +76,14 @@ def test_a_burst_that_fits_is_bound_gang_by_gang(
     skip_unless(idle >= plan.gpus, f"the burst needs {plan.gpus} idle GPUs; other pods leave {idle} of "
                                    f"{ctx.layout.total}")  # fmt: skip
     placement = active_placement(kube)
-    workspace.apply_all(case.queues(ctx))
-    with Burst(kube, ctx.namespace, plan, timeouts) as burst, diagnosed(burst, kube, ctx.namespace):
-        try:
-            burst.submit(workspace, case.trainjobs(ctx))
-            burst.settle(f"[{expect.kai.name}] the burst of {plan.describe()} settled")
-            fitting = burst.fitting_gangs_bound(ctx.layout)
-            record.verdict(fitting)
-            assert fitting.ok, f"[{expect.kai.name}] KAI left idle GPUs a waiting gang fits: {fitting}"
-            whole = burst.burst_bound()
-            record.verdict(whole)
-            if placement.gpu == SPREAD:
-                record.note(f"placement {placement.describe()}: burst-bound not required (spread may leave no "
-                            "empty node for whole-node pods)")  # fmt: skip
-            else:
-                assert whole.ok, f"[{expect.kai.name}] a burst that fits the empty cluster was not bound: {whole}"
-        finally:
-            burst.record(record, case.id)
+    with submitted_and_settled(case, ctx, kube, workspace, expect, timeouts, record, "burst") as burst:
+        whole = burst.burst_bound()
+        record.verdict(whole)
+        if placement.gpu == SPREAD:
+            record.note(f"placement {placement.describe()}: burst-bound not required (spread may leave no "
+                        "empty node for whole-node pods)")  # fmt: skip
+        else:
+            assert whole.ok, f"[{expect.kai.name}] a burst that fits the empty cluster was not bound: {whole}"
 
 
 @pytest.mark.parametrize("case", [param(c) for c in OVERLOAD])
@@ -108,16 +102,8 @@ def test_an_overload_keeps_gangs_whole_and_queues_within_their_bounds(
         all(q.quota > 0 and q.limit > 0 for q in plan.queues) and bool(plan.gangs),
         f"the cluster's GPUs ({ctx.layout.describe()}) are too few for two queues with quotas and limits",
     )
-    workspace.apply_all(case.queues(ctx))
-    with Burst(kube, ctx.namespace, plan, timeouts) as burst, diagnosed(burst, kube, ctx.namespace):
-        try:
-            burst.submit(workspace, case.trainjobs(ctx))
-            burst.settle(f"[{expect.kai.name}] the overload of {plan.describe()} settled")
-            fitting = burst.fitting_gangs_bound(ctx.layout)
-            record.verdict(fitting)
-            assert fitting.ok, f"[{expect.kai.name}] KAI left idle GPUs a waiting gang fits: {fitting}"
-        finally:
-            burst.record(record, case.id)
+    with submitted_and_settled(case, ctx, kube, workspace, expect, timeouts, record, "overload"):
+        pass  # what an overload must keep is judged on the way and once settled
 
 
 @pytest.mark.control
@@ -149,3 +135,32 @@ def test_control_the_default_scheduler_breaks_a_gang_and_a_queue_limit(
                 assert not verdict.ok, f"the {detector} detector did not fire on the default scheduler's burst"
         finally:
             burst.record(record, case.id, verdicts=False)
+
+
+# ------------------------------------------------------------------------------------------------- shared steps
+@contextmanager
+def submitted_and_settled(
+    case: FillingBurst | OverloadBurst,
+    ctx: RenderContext,
+    kube: KubeApi,
+    workspace: Workspace,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+    what: str,
+) -> Iterator[Burst]:
+    """Submit the case's burst, wait until it settles (judging every change on the way), assert that no waiting
+    gang fits the idle GPUs, and hand the settled burst over; the burst's measurements are recorded whatever
+    happened."""
+    plan = case.plan(ctx.layout)
+    workspace.apply_all(case.queues(ctx))
+    with Burst(kube, ctx.namespace, plan, timeouts) as burst, diagnosed(burst, kube, ctx.namespace):
+        try:
+            burst.submit(workspace, case.trainjobs(ctx))
+            burst.settle(f"[{expect.kai.name}] the {what} of {plan.describe()} settled")
+            fitting = burst.fitting_gangs_bound(ctx.layout)
+            record.verdict(fitting)
+            assert fitting.ok, f"[{expect.kai.name}] KAI left idle GPUs a waiting gang fits: {fitting}"
+            yield burst
+        finally:
+            burst.record(record, case.id)
