@@ -27,6 +27,7 @@ from kai_conformance.fixtures.scheduling import (
     gpu_lease,
     pods_of_earlier_cases,
     refusal,
+    wait_for_drained_cluster,
 )
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import namespace_manifest
@@ -394,3 +395,38 @@ def test_a_serial_case_waits_until_earlier_cases_pods_have_left_the_nodes(tmp_pa
     fake._remove(kinds.POD, "kc-earlier", "p")  # the namespace controller removed it
     with case_guard(Request(tmp_path, state("kind", "kind"), ("serial",), guarded)):  # type: ignore[arg-type]
         pass  # drained: the serial case starts
+
+
+def test_the_drain_waits_on_while_earlier_pods_keep_leaving_and_fails_once_they_stop(tmp_path: Path, fake) -> None:
+    fake.put(stamp(namespace_manifest("kc-burst"), RUN_ID, "suites/test_x.py::test_burst"))
+    for index in range(3):
+        fake.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p{index}", "namespace": "kc-burst"},
+                "spec": {"nodeName": "n", "containers": []},
+                "status": {"phase": "Running"},
+            }
+        )
+
+    def one_pod_per_round(kube, call) -> None:
+        pods = [key for key in kube.store if key[1] == "Pod" and key[2] == "kc-burst"]
+        if call.operation == "list" and call.kind == "Pod" and pods:
+            kube.store.pop(pods[0])  # one pod goes per look: slower than one budget, never stalled
+
+    fake.reactors.append(one_pod_per_round)
+    wait_for_drained_cluster(fake, RUN_ID, EXPIRING, "serial case")  # one budget sees 1 look: it waits on
+    assert pods_of_earlier_cases(fake, RUN_ID) == []
+    fake.reactors.clear()
+    fake.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "stuck", "namespace": "kc-burst"},
+            "spec": {"nodeName": "n", "containers": []},
+            "status": {"phase": "Running"},
+        }
+    )
+    with pytest.raises(errors.WaitTimeout, match="kc-burst/stuck"):
+        wait_for_drained_cluster(fake, RUN_ID, EXPIRING, "serial case")
