@@ -15,6 +15,7 @@ from kai_conformance.fixtures.waits import (
     TimeoutPolicy,
     consistently,
     eventually,
+    eventually_while_shrinking,
 )
 
 
@@ -215,3 +216,19 @@ def test_timeout_policy_scales_the_refusal_rule() -> None:
     assert TimeoutPolicy().refusals == waits.RefusalRule(needed=3, minimum=5.0, margin=2.0)
     assert TimeoutPolicy(scale=2).refusals == waits.RefusalRule(needed=3, minimum=10.0, margin=4.0)
     assert TimeoutPolicy().refusals.minimum < TimeoutPolicy().hold
+
+
+def test_a_removal_that_keeps_shrinking_outlasts_its_budget_and_a_stalled_one_fails() -> None:
+    left = [5]
+
+    def shrinking() -> Observation:
+        left[0] = max(0, left[0] - 1)  # one goes per look: slower than one 10 ms budget, never stalled
+        time.sleep(0.02)
+        return Observation(left[0] == 0, f"{left[0]} left")
+
+    done = eventually_while_shrinking(shrinking, lambda: left[0], what="removal", timeout=0.01)
+    assert done.ok and left == [0]
+
+    stuck = [3]
+    with pytest.raises(ConditionNotMet, match=r"removal: not reached within"):
+        eventually_while_shrinking(lambda: Observation(False, "3 left"), lambda: stuck[0], what="removal", timeout=0.01)
