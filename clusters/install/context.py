@@ -15,6 +15,7 @@ from kai_conformance.clusters.catalog import Component
 from kai_conformance.fixtures import progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.fixtures.wire import without_nulls
 
 if TYPE_CHECKING:  # the plugin layer's settings, passed in by clusters.provision
     from kai_conformance.fixtures.options import Settings
@@ -62,9 +63,10 @@ def helm_deployments(ctx: InstallContext, release: str, namespace: str) -> list[
 
 
 def helm_values(ctx: InstallContext, release: str, namespace: str) -> dict[str, Any]:
-    """The values the release was installed with (what the suite and the operator supplied)."""
+    """The values the release was installed with (what the suite and the operator supplied); a value given as
+    ``null`` (Helm's way of removing a default) reads as absent."""
     answer = ctx.helm("get", "values", release, "--namespace", namespace, "--output", "json")
-    return yaml.safe_load(answer.stdout) or {}
+    return without_nulls(yaml.safe_load(answer.stdout) or {})
 
 
 @dataclass(frozen=True)

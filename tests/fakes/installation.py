@@ -178,7 +178,11 @@ class SimulatedStack:
     fetched: list[str] = field(default_factory=list)
     #: Components present without Deployments (plain processes): their webhooks serve regardless.
     processes: set[str] = field(default_factory=set)
+    #: API calls between a CRD's first sight and its Established condition. The apiextensions controllers set it
+    #: asynchronously: on real kind the first read after a create answered ``status.conditions: null``.
+    crd_establish_calls: int = 2
     _kai_installed_at: int | None = None
+    _crds_seen_at: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
@@ -254,7 +258,7 @@ class SimulatedStack:
                                  "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0", TRAINER_LABELS))  # fmt: skip
 
     def _put_crds(self, component: str) -> None:
-        """A chart's CRDs, installed before anything else (they become Established on the next API call)."""
+        """A chart's CRDs, installed before anything else (Established after ``crd_establish_calls`` API calls)."""
         for kind in SUITE_KINDS[component]:
             if (
                 self.fake.store.get(("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, kind.resource))
@@ -276,7 +280,9 @@ class SimulatedStack:
         for obj in list(fake.store.values()):
             status = obj.setdefault("status", {})
             if obj["kind"] == "CustomResourceDefinition" and not status.get("conditions"):
-                status["conditions"] = [{"type": "Established", "status": "True"}]
+                seen = self._crds_seen_at.setdefault(obj["metadata"]["name"], len(fake.calls))
+                if len(fake.calls) - seen >= self.crd_establish_calls:
+                    status["conditions"] = [{"type": "Established", "status": "True"}]
             if obj["kind"] == "Deployment" and self.deployments_become_available and not status.get("conditions"):
                 status["conditions"] = [{"type": "Available", "status": "True"}]
                 self._run_pod(fake, obj)

@@ -28,6 +28,7 @@ from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.kube import KubeApi, Obj, Watch, describe
 from tests.fakes import apimetrics
 from tests.fakes.objectdata import deep_merge, field_values, json_patch, merge_patch, parse_selector
+from tests.fakes.served import as_served
 from tests.fakes.watchlog import ChangeLog, FakeWatch, clone
 
 Key = tuple[str, str, str | None, str]  # apiVersion, kind, namespace, name
@@ -263,7 +264,7 @@ class FakeKube(KubeApi):
     @_serialized
     def _get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         self._enter("get", kind, namespace, name)
-        return copy.deepcopy(self._existing(kind, namespace, name, "get"))
+        return as_served(copy.deepcopy(self._existing(kind, namespace, name, "get")))
 
     @_serialized
     def _list(self, kind: Kind, namespace: str | None, labels: str | None, fields: str | None) -> list[Obj]:
@@ -271,7 +272,7 @@ class FakeKube(KubeApi):
         label_match = parse_selector(labels)
         field_match = parse_selector(fields)
         return [
-            o for o in self.objects(kind, namespace)
+            as_served(o) for o in self.objects(kind, namespace)
             if label_match(o.get("metadata", {}).get("labels") or {}) and field_match(field_values(o))
         ]  # fmt: skip
 
@@ -313,11 +314,11 @@ class FakeKube(KubeApi):
         merged = deep_merge(copy.deepcopy(current), incoming) if current else incoming
         self._admit("apply", merged, dry_run)
         if dry_run:
-            return merged
+            return as_served(merged)
         if current is not None and current["metadata"].get("deletionTimestamp"):
             raise errors.Conflict(f"apply {describe(kind, meta['name'], meta.get('namespace'))}", 409, "Conflict",
                                   "object is being deleted")  # fmt: skip
-        return self._store(kind, merged)
+        return as_served(self._store(kind, merged))
 
     @_serialized
     def _create(self, kind: Kind, obj: Obj, *, dry_run: bool) -> Obj:
@@ -339,7 +340,7 @@ class FakeKube(KubeApi):
             raise errors.Conflict(f"create {describe(kind, meta['name'], meta.get('namespace'))}", 409,
                                   "AlreadyExists", f'{kind.resource} "{meta["name"]}" already exists')  # fmt: skip
         self._admit("create", obj, dry_run)
-        return copy.deepcopy(obj) if dry_run else self._store(kind, copy.deepcopy(obj))
+        return as_served(copy.deepcopy(obj) if dry_run else self._store(kind, copy.deepcopy(obj)))
 
     def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
         if kind.namespaced and self._key(kinds.NAMESPACE, None, namespace or "") not in self.store:
@@ -366,7 +367,7 @@ class FakeKube(KubeApi):
         stored = self._store(kind, result)
         if not (stored["metadata"].get("finalizers")) and stored["metadata"].get("deletionTimestamp"):
             self._remove(kind, namespace, name)
-        return stored
+        return as_served(stored)
 
     @_serialized
     def _delete(self, kind: Kind, namespace: str | None, name: str, propagation: str) -> None:

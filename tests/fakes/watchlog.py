@@ -21,6 +21,7 @@ from typing import Any
 
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube_watch import Watch, WatchEvent
+from tests.fakes.served import as_served
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str | None, str]
@@ -116,7 +117,7 @@ class FakeWatch(Watch):
         self._pending: deque[WatchEvent] = deque()
         self._closed = False
 
-    def __next__(self) -> WatchEvent:
+    def _next_event(self) -> WatchEvent:
         while not self._pending:
             with self._log.changed:
                 if self._closed:
@@ -137,7 +138,8 @@ class FakeWatch(Watch):
                         self._pending.append(event)
                 self._position = changes[-1].resource_version
                 self.resource_version = str(self._position)
-        return self._pending.popleft()
+        event = self._pending.popleft()
+        return WatchEvent(event.type, as_served(event.obj))
 
     def _translate(self, change: Change) -> WatchEvent | None:
         now = self._matches(change.key, change.obj)
