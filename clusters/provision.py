@@ -36,8 +36,8 @@ from kai_conformance.fixtures.cleanup import removal_command
 from kai_conformance.fixtures.kube import KubeApi
 
 if TYPE_CHECKING:
-    from kai_conformance.fixtures.options import Settings
     from kai_conformance.fixtures.run import RunContext
+    from kai_conformance.fixtures.settings import Settings
 
 LOCK_FILE = "cluster.lock"
 FAILURE_FILE = "cluster.failed.json"

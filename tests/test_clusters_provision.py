@@ -176,7 +176,7 @@ def test_a_cluster_this_run_began_is_finished_not_refused(world: World) -> None:
 
 
 def test_loaded_images_go_in_before_the_install(world: World) -> None:
-    from kai_conformance.fixtures.options import InstallSources
+    from kai_conformance.fixtures.settings import InstallSources
 
     images = ("localhost/kai/operator:pr-1", "localhost/kai/scheduler:pr-1")
     sources = InstallSources(kai_image_registry="localhost/kai", kai_image_tag="pr-1", load_images=images)

@@ -10,7 +10,7 @@ import yaml
 
 from kai_conformance.clusters.install import jobset, manifests, trainer
 from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.options import InstallSources
+from kai_conformance.fixtures.settings import InstallSources
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import (
     EXPIRING,

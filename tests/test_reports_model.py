@@ -202,8 +202,9 @@ def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> N
     from types import SimpleNamespace
 
     from kai_conformance.clusters.catalog import load_topology
-    from kai_conformance.fixtures.options import CATALOG, InstallSources
+    from kai_conformance.fixtures.options import CATALOG
     from kai_conformance.fixtures.reporting import describe_run
+    from kai_conformance.fixtures.settings import InstallSources
 
     settings = SimpleNamespace(
         combination=CATALOG.combination("kai-v0.16.8+trainer-v2.2.0"), kubernetes="1.34", cluster="kind",

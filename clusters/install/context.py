@@ -18,7 +18,7 @@ from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.wire import without_nulls
 
 if TYPE_CHECKING:  # the plugin layer's settings, passed in by clusters.provision
-    from kai_conformance.fixtures.options import Settings
+    from kai_conformance.fixtures.settings import Settings
 
 
 @dataclass(frozen=True)

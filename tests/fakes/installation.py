@@ -34,7 +34,8 @@ from kai_conformance.clusters.install.crds import SUITE_KINDS
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kinds import Kind
-from kai_conformance.fixtures.options import CATALOG, InstallSources, Settings
+from kai_conformance.fixtures.options import CATALOG
+from kai_conformance.fixtures.settings import InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
 from tests.fakes.commands import FakeRunner
