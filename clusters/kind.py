@@ -21,6 +21,7 @@ import yaml
 
 from kai_conformance.clusters import commands
 from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, Topology
+from kai_conformance.clusters.nodes import CGROUP_V1_KUBELET_PATCH
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.clusters.tools import find_tool
 from kai_conformance.fixtures import errors, progress
@@ -32,7 +33,8 @@ KIND_OPT_IN = "kind cluster made for testing"
 CREATE_HINT = (
     "check that Docker runs and has room (`docker info`; several GB of memory and disk); on Linux, kind needs "
     "`sysctl fs.inotify.max_user_watches=524288 fs.inotify.max_user_instances=512`; the node image {image} is "
-    "pulled from Docker Hub on first use"
+    "pulled from Docker Hub on first use: behind a mirror or air-gapped, put an image in the local Docker and pass "
+    "--node-image=IMAGE (docs/clusters.md, 'Air-gapped')"
 )
 
 
@@ -51,8 +53,9 @@ SAVE_HINT = (
 ONE_PLATFORM_STORED = "content digest"
 
 
-def kind_config(topology: Topology, node_image: str) -> dict[str, Any]:
-    """The kind ``Cluster`` config for ``topology``: pinned node image, node labels, worker index labels."""
+def kind_config(topology: Topology, node_image: str, *, kubelet_cgroup_v1: bool = False) -> dict[str, Any]:
+    """The kind ``Cluster`` config for ``topology``: node image, node labels, worker index labels; with
+    ``kubelet_cgroup_v1`` every kubelet may run on a cgroup v1 host (clusters/nodes.py)."""
     nodes = []
     worker_index = 0
     for spec in topology.nodes:
@@ -64,11 +67,15 @@ def kind_config(topology: Topology, node_image: str) -> dict[str, Any]:
         if labels:
             node["labels"] = labels
         nodes.append(node)
-    return {"kind": "Cluster", "apiVersion": KIND_CONFIG_API, **topology.kind_extra, "nodes": nodes}
+    config = {"kind": "Cluster", "apiVersion": KIND_CONFIG_API, **topology.kind_extra, "nodes": nodes}
+    if kubelet_cgroup_v1:
+        config["kubeadmConfigPatches"] = [*config.get("kubeadmConfigPatches", []), CGROUP_V1_KUBELET_PATCH]
+    return config
 
 
-def render_config(topology: Topology, node_image: str) -> str:
-    return yaml.safe_dump(kind_config(topology, node_image), sort_keys=False, default_flow_style=False)
+def render_config(topology: Topology, node_image: str, *, kubelet_cgroup_v1: bool = False) -> str:
+    config = kind_config(topology, node_image, kubelet_cgroup_v1=kubelet_cgroup_v1)
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 
 
 def _kind_cluster_class() -> type:
@@ -137,9 +144,11 @@ class KindProvider:
         self.kubeconfig.write_text(answer.stdout)
 
     # ------------------------------------------------------------------------------------------------ actions
-    def create(self, topology: Topology, node_image: str, config_path: Path) -> None:
+    def create(
+        self, topology: Topology, node_image: str, config_path: Path, *, kubelet_cgroup_v1: bool = False
+    ) -> None:
         """Create the cluster; if creation fails or is interrupted, remove whatever kind left behind."""
-        config_path.write_text(render_config(topology, node_image))
+        config_path.write_text(render_config(topology, node_image, kubelet_cgroup_v1=kubelet_cgroup_v1))
         self.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         progress.report(
             f"creating kind cluster {self.name} ({topology.name}: {topology.description}; {node_image.split('@', maxsplit=1)[0]})"
@@ -231,6 +240,7 @@ def up(
     node_image: str,
     state_dir: Path,
     provider: KindProvider,
+    kubelet_cgroup_v1: bool = False,
 ) -> ClusterState:
     """Create the kind cluster ``name``, or with ``reuse`` use it when it exists; never adopt one silently."""
     if provider.exists():
@@ -244,7 +254,7 @@ def up(
         provider.write_kubeconfig()
         created = False
     else:
-        provider.create(topology, node_image, state_dir / f"kind-{name}.yaml")
+        provider.create(topology, node_image, state_dir / f"kind-{name}.yaml", kubelet_cgroup_v1=kubelet_cgroup_v1)
         created = True
     return ClusterState(
         provider="kind",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind, kwok
+from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind, kwok, nodes
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.common import LABELS
@@ -31,7 +31,7 @@ from kai_conformance.clusters.install.suite import apply_suite_objects, remove_s
 from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
 from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.cleanup import removal_command
 from kai_conformance.fixtures.kube import KubeApi
 
@@ -115,6 +115,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
             node_image=settings.node_image,
             state_dir=run.state_dir,
             provider=provider,
+            kubelet_cgroup_v1=settings.kubelet_cgroup_v1,
         )
         if adopt:  # a previous attempt of this run created it (its process died): still this run's to delete
             state = dataclasses.replace(state, created_by_run=True, kept=previous.kept)
@@ -175,15 +176,29 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     }
     if kwok_record is not None:
         stack["kwok"] = {**kwok_record, "fake_nodes": fake_nodes}
+    stack["nodes"] = _nodes_running(kube, state, tools, settings)
     if state.provider == "kind":
         stack.update(
-            topology=settings.topology.name, node_image=settings.node_image,
+            topology=settings.topology.name, node_image_pin=settings.node_image_pin,
             loaded_images=list(settings.sources.load_images),
         )  # fmt: skip
+        if settings.node_image_override:
+            stack["node_image_requested"] = settings.node_image_override
+        if settings.kubelet_cgroup_v1:
+            stack["kubelet_overrides"] = dict(nodes.CGROUP_V1_OVERRIDE)
     ready = dataclasses.replace(state, gpus=layout, stack=stack, ready=True)
     ready.save(run.state_dir)
     progress.report(f"cluster {ready.name} ready: {_versions(done['stack'])}; GPUs {_gpus(ready.gpus)}")
     return ready
+
+
+def _nodes_running(kube: KubeApi, state: ClusterState, tools: Toolbox, settings: Settings) -> dict[str, Any]:
+    """What the nodes run, read from the cluster; on kind with each node container's image."""
+    images = None
+    if state.provider == "kind":
+        names = [n["metadata"]["name"] for n in kube.list(kinds.NODE)]
+        images = nodes.container_images(tools.runner, names, settings.timeouts("api"))
+    return nodes.nodes_running(kube, images)
 
 
 def _versions(components: dict[str, dict[str, Any]]) -> str:

@@ -106,6 +106,9 @@ def render(report: Report, html_name: str = "report.html") -> str:
         if versions:
             where = f" (run `{run.run_id}`)" if len(report.runs) > 1 else ""
             out += [f"**Stack{where}:** " + " · ".join(_cell(f"{v.name} {v.text}") for v in versions), ""]
+        if run.nodes:
+            where = f" (run `{run.run_id}`)" if len(report.runs) > 1 else ""
+            out += [f"**Nodes{where}:** " + _cell(run.nodes), ""]
         load = apiload.of_run(run.api_load)
         if load is not None:
             where = f" (run `{run.run_id}`)" if len(report.runs) > 1 else ""

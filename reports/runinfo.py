@@ -76,6 +76,29 @@ class RunInfo:
         return found
 
     @property
+    def nodes(self) -> str:
+        """What the cluster's nodes run, read from the cluster (``kindest/node:v1.34.12 · kubelet v1.34.12 ·
+        containerd://1.6.20 · 4 nodes``), with the suite's pin named only when it is not what runs; "" when the
+        run did not read them."""
+        running = (self.stack or {}).get("nodes") or {}
+        if not running:
+            return ""
+        parts = [running.get("image", ""), f"kubelet {running['kubelet']}" if running.get("kubelet") else "",
+                 running.get("container_runtime", ""), f"{running['count']} nodes" if running.get("count") else ""]  # fmt: skip
+        text = " · ".join(str(p) for p in parts if p) or "unknown"
+        pin, requested = (self.stack or {}).get("node_image_pin"), (self.stack or {}).get("node_image_requested")
+        if requested and running.get("image") == requested:
+            text += f" (--node-image; the suite's pin for this minor is {pin})"
+        elif pin and running.get("image") and pin != running["image"]:
+            text += f" (the suite's pin for this minor, {pin}, is not what runs)"
+        overrides = (self.stack or {}).get("kubelet_overrides") or {}
+        if overrides:
+            text += " · kubelet configuration changed by the suite: " + ", ".join(
+                f"{key}: {str(value).lower()}" for key, value in sorted(overrides.items())
+            )
+        return text
+
+    @property
     def kubernetes(self) -> str:
         """The server's version when known, else the requested minor."""
         return self.kubernetes_server or self.versions.get("kubernetes", "")

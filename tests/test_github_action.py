@@ -40,6 +40,7 @@ NOT_INPUTS = {
     "pass another count",
     "--fake-node-gpus": "same: the topology sets GPUs per fake node; pytest-args can override it",
     "--kwok-managed": "declares a kwok the suite cannot find on an existing cluster: a rare case pytest-args covers",
+    "--kubelet-cgroup-v1": "hosted runners are cgroup v2; a self-hosted cgroup v1 runner passes it in pytest-args",
 }
 
 

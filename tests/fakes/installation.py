@@ -155,11 +155,18 @@ def _set_values(argv: tuple[str, ...]) -> dict:
     return values
 
 
+#: What the simulated kubelets report (a kind node of Kubernetes 1.35; kind's containerd).
+NODE_INFO = {"kubeletVersion": "v1.35.5", "containerRuntimeVersion": "containerd://2.1.1",
+             "osImage": "Debian GNU/Linux 12 (bookworm)", "kernelVersion": "6.8.0"}  # fmt: skip
+#: The image the simulated kind node containers were created from (``docker inspect``).
+NODE_CONTAINER_IMAGE = "kindest/node:v1.35.5"
+
+
 def worker_node(name: str, index: int | None, *, capacity: int | None = None) -> dict:
     labels = {WORKER_INDEX_LABEL: str(index)} if index is not None else {}
     node: dict = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
                   "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"},
-                             "conditions": [{"type": "Ready", "status": "True"}]}}  # fmt: skip
+                             "conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": NODE_INFO}}  # fmt: skip
     if capacity is not None:
         node["status"]["capacity"]["nvidia.com/gpu"] = str(capacity)
         node["status"]["allocatable"]["nvidia.com/gpu"] = str(capacity)
@@ -221,6 +228,7 @@ class SimulatedStack:
         r.on("helm", "get", "values", kai.RELEASE, action=lambda argv: json.dumps(self._values(kai.RELEASE)))
         r.on("helm", "get", "values", trainer.RELEASE, action=lambda argv: json.dumps(self._values(trainer.RELEASE)))
         r.on("kubectl", "kustomize", stdout=trainer_kustomize_output())  # fmt: skip
+        r.on("docker", "inspect", "--format", "{{.Config.Image}}", stdout=NODE_CONTAINER_IMAGE + "\n")
 
     def add_workers(self, count: int, prefix: str = "kc-test-worker") -> list[str]:
         names = [prefix + ("" if i == 0 else str(i + 1)) for i in range(count)]
