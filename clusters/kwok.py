@@ -19,10 +19,12 @@ none of its stages; without one it refuses.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from kai_conformance.clusters import kwok_stages
 from kai_conformance.clusters.catalog import FakeNodes, Topology, fake_node_name
+from kai_conformance.clusters.fetches import KWOK_ASSETS
 from kai_conformance.clusters.gpus import gpu_count
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.context import InstallContext
@@ -140,14 +142,18 @@ Release = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # kwok.yaml's objec
 def load_kwok(ctx: InstallContext) -> Release:
     """The pinned release's manifests, read before anything is installed: a run that cannot get them stops first."""
     pin = ctx.settings.catalog.kwok
+    local = ctx.settings.kwok_manifests
+    controller_source = str(Path(local) / KWOK_ASSETS[0]) if local else pin["controller"]
+    stages_source = str(Path(local) / KWOK_ASSETS[1]) if local else pin["stages"]
     try:
-        controller, _ = manifests.load(pin["controller"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
-        release_stages, _ = manifests.load(pin["stages"], ctx.runner, ctx.fetch, ctx.timeouts("install"))
+        controller, _ = manifests.load(controller_source, ctx.runner, ctx.fetch, ctx.timeouts("install"))
+        release_stages, _ = manifests.load(stages_source, ctx.runner, ctx.fetch, ctx.timeouts("install"))
     except errors.InfrastructureError as exc:
         raise errors.InfrastructureError(
             f"--fake-nodes needs kwok {pin['version']}, and its release manifests cannot be read: "
             f"{str(exc).splitlines()[0]}. fix: let this machine reach github.com (the URLs are pinned in "
-            "clusters/versions.yaml `kwok:`), or run on a cluster where kwok already runs (--cluster existing, "
+            "clusters/versions.yaml `kwok:`), or pass --kwok-manifests=DIR with the release's kwok.yaml and "
+            "stage-fast.yaml downloaded elsewhere, or run on a cluster where kwok already runs (--cluster existing, "
             "with --kwok-managed if the suite cannot find it), or drop --fake-nodes"
         ) from exc
     return controller, release_stages
@@ -157,7 +163,8 @@ def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str, release: Relea
     """On kind: the pinned kwok release, the release stages the suite keeps, and the suite's own stages."""
     pin = ctx.settings.catalog.kwok
     controller, release_stages = release or load_kwok(ctx)
-    progress.report(f"kwok {pin['version']}: installing from {pin['controller']}")
+    origin = ctx.settings.kwok_manifests or pin["controller"]
+    progress.report(f"kwok {pin['version']}: installing from {origin}")
     applied = manifests.apply_all(kube, controller, ctx.timeouts, "kwok")
     applied += manifests.apply_all(kube, kwok_stages.release_stages_kept(release_stages), ctx.timeouts, "kwok stages")
     for stage in kwok_stages.suite_stages():
@@ -165,7 +172,7 @@ def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str, release: Relea
         applied.append(f"Stage {stage['metadata']['name']}")
     wait_deployments(kube, manifests.deployments_of(controller) or [CONTROLLER], ctx.timeouts, "kwok")
     stages = [*kwok_stages.KEPT_RELEASE_STAGES, *(s["metadata"]["name"] for s in kwok_stages.suite_stages())]
-    return {"version": pin["version"], "origin": pin["controller"], "objects": len(applied), "stages": stages}
+    return {"version": pin["version"], "origin": origin, "objects": len(applied), "stages": stages}
 
 
 def _controllers(kube: KubeApi) -> list[dict[str, Any]]:

@@ -148,9 +148,25 @@ def test_trainer_chart_command_line_turns_the_bundled_jobset_off(stack: Simulate
     assert record["webhook"].endswith("specified clusterTrainingRuntime must be created before the TrainJob is created")
 
 
+TRAINER_CHART_YAML = """\
+apiVersion: v2
+name: kubeflow-trainer
+version: 2.3.0
+dependencies:
+  - name: jobset
+    version: 0.12.0
+    repository: oci://registry.k8s.io/jobset/charts
+    condition: jobset.install
+  - name: lws
+    version: 0.7.0
+    repository: oci://registry.k8s.io/lws/charts
+"""
+
+
 def test_trainer_pr_chart_and_sets(stack: SimulatedStack, tmp_path: Path) -> None:
     chart = tmp_path / "trainer" / "charts" / "kubeflow-trainer"
     chart.mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(TRAINER_CHART_YAML)
     sources = InstallSources(trainer_chart=str(chart), trainer_set=("image.tag=pr-7",))
     record = trainer.install(install_context(make_settings(tmp_path, sources=sources), stack))
     assert stack.runner.commands("helm", "upgrade")[0][4:13] == (
@@ -158,6 +174,19 @@ def test_trainer_pr_chart_and_sets(stack: SimulatedStack, tmp_path: Path) -> Non
         "jobset.install=false", "--set", "image.tag=pr-7",
     )  # fmt: skip
     assert (record["source"], record["chart"]) == ("pr", str(chart))
+
+
+def test_a_chart_directory_holding_its_dependencies_installs_without_fetching_them(
+    stack: SimulatedStack, tmp_path: Path
+) -> None:
+    """Real kind: a --trainer-chart directory went to `helm --dependency-update`, which reaches the registries even
+    when charts/ already holds JobSet and LeaderWorkerSet."""
+    chart = tmp_path / "kubeflow-trainer"
+    (chart / "charts" / "jobset").mkdir(parents=True)
+    (chart / "charts" / "lws-0.7.0.tgz").write_bytes(b"")
+    (chart / "Chart.yaml").write_text(TRAINER_CHART_YAML)
+    trainer.install(install_context(make_settings(tmp_path, sources=InstallSources(trainer_chart=str(chart))), stack))
+    assert "--dependency-update" not in stack.runner.commands("helm", "upgrade")[0]
 
 
 def test_trainer_webhook_race_right_after_install_is_retried(stack: SimulatedStack, tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_pr_chart_directory_with_image_overrides_command_line(stack: SimulatedSt
     record = kai.install(install_context(make_settings(tmp_path, sources=sources), stack))
     assert stack.runner.commands("helm", "upgrade") == [(
         "helm", "upgrade", "--install", "kai-scheduler", str(chart), "--namespace", "kai-scheduler",
-        "--create-namespace", "--dependency-update", "--values", "extra.yaml", "--set", "global.registry=localhost/kai",
+        "--create-namespace", "--values", "extra.yaml", "--set", "global.registry=localhost/kai",
         "--set", "global.tag=pr-42", "--set", "scheduler.args.v=4", "--timeout", "6s", "--kubeconfig", "/tmp/kc",
     )]  # fmt: skip
     assert (record["source"], record["version"], record["expectations"]) == ("pr", "PR build pr-42", "v0.17.0")

@@ -12,6 +12,7 @@ import yaml
 
 from kai_conformance.clusters import commands
 from kai_conformance.clusters.catalog import Component
+from kai_conformance.clusters.fetches import missing_chart_dependencies
 from kai_conformance.fixtures import progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import TimeoutPolicy
@@ -69,6 +70,16 @@ def helm_values(ctx: InstallContext, release: str, namespace: str) -> dict[str, 
     return without_nulls(yaml.safe_load(answer.stdout) or {})
 
 
+#: What Helm says when the release would take over objects another installer made (on real kind: a reused
+#: cluster switched from --trainer-manifests back to --trainer-chart).
+FOREIGN_OWNER = "invalid ownership metadata"
+FOREIGN_OWNER_HINT = (
+    "the cluster already has {label} objects that Helm release {release} did not install (e.g. an earlier run with "
+    "--trainer-manifests on this reused cluster): remove them (`kubectl delete namespace {namespace}` and the "
+    "component's CRDs and cluster-wide RBAC), or run on a fresh cluster"
+)
+
+
 @dataclass(frozen=True)
 class Chart:
     """A Helm release to install: the released chart at its pinned version, or the chart a PR gave."""
@@ -85,11 +96,12 @@ class Chart:
         return cls(release, namespace, component.fields["chart"], str(component.fields["chart_version"]))
 
     def args(self, ctx: InstallContext, extra: list[str]) -> list[str]:
-        """``helm`` arguments (without the cluster flags); a local chart directory gets its dependencies fetched."""
+        """``helm`` arguments (without the cluster flags); a local chart directory whose ``charts/`` lacks some of
+        its dependencies gets them fetched (``--dependency-update``), one that holds them all installs offline."""
         args = ["upgrade", "--install", self.release, self.ref, "--namespace", self.namespace, "--create-namespace"]
         if self.version is not None:
             args += ["--version", self.version]
-        elif Path(self.ref).exists():
+        elif Path(self.ref).is_dir() and missing_chart_dependencies(Path(self.ref)):
             args += ["--dependency-update"]
         return [*args, *extra, "--timeout", f"{ctx.timeouts('install'):.0f}s"]
 
@@ -100,7 +112,13 @@ def install_chart(
     """Install ``chart``; returns its Deployments and what to record about it."""
     args = chart.args(ctx, extra)
     progress.report(f"{label}: {commands.display(['helm', *args])}")
-    ctx.helm(*args, timeout=ctx.timeouts("install") + 60, hint=hint)
+    try:
+        ctx.helm(*args, timeout=ctx.timeouts("install") + 60, hint=hint)
+    except commands.CommandFailed as exc:
+        if FOREIGN_OWNER not in exc.output:
+            raise
+        raise commands.CommandFailed(exc.argv, exc.how, exc.output, FOREIGN_OWNER_HINT.format(
+            label=label, release=chart.release, namespace=chart.namespace)) from None  # fmt: skip
     details = {
         "chart": chart.ref,
         "chart_version": chart.version,
