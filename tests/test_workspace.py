@@ -136,3 +136,34 @@ def test_a_cleanup_that_cannot_finish_is_an_error_naming_what_is_stuck(
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*cleanup of test_ws.py::test_passes failed:*", "*removal of Queue q-pass*"])
     assert fake.objects(kinds.NAMESPACE) == []  # the rest was still removed
+
+
+def test_workloads_are_gone_with_what_they_own_before_their_namespace_is_deleted(
+    pytester: pytest.Pytester, fake: FakeKube
+) -> None:
+    """Real kind: a namespace deleted while a Job still owned a Failed pod stayed Terminating, because the Job
+    controller keeps the pod's tracking finalizer until a replacement exists and a terminating namespace takes none.
+    The pod here holds such a finalizer for a few API calls after its deletion, as the Job controller does."""
+    pod_key = None
+    at_namespace_delete: list[list[str]] = []
+
+    def job_controller(kube: FakeKube, call) -> None:
+        nonlocal pod_key
+        for key, obj in list(kube.store.items()):
+            meta = obj["metadata"]
+            if obj["kind"] == "Pod" and not meta.get("deletionTimestamp") and pod_key is None:
+                meta["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+                pod_key = key
+            elif key == pod_key and meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] += "."  # counts the calls since the deletion in the timestamp's tail
+                if meta["deletionTimestamp"].endswith("...."):
+                    meta["finalizers"] = []
+                    kube.store.pop(key)
+        if call.operation == "delete" and call.kind == "Namespace":
+            at_namespace_delete.append([o["metadata"]["name"] for o in kube.stored(kinds.POD)])
+
+    fake.reactors.append(job_controller)
+    result = pytester.runpytest_inprocess("-k", "test_passes", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert [c.detail for c in fake.operations("delete") if c.kind == "Pod"] == ["Foreground"]
+    assert at_namespace_delete == [[]]
