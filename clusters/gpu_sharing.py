@@ -90,11 +90,30 @@ def fake_gpu_id(node: str, index: int) -> str:
     return f"GPU-kai-conformance-{node}-{index}"
 
 
-def answer_reservations(kube: KubeApi) -> list[str]:
+#: Why a container of a reservation pod could not start: its image could not be pulled.
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
+
+
+def unpulled_images(pods: list[Obj]) -> set[str]:
+    """``ubuntu (ErrImagePull)``: the images of reservation pods whose containers wait for a pull that fails. KAI's
+    binder gives its reservation pods the image ``ubuntu`` on nodes without a real GPU (v0.17.0
+    ``pkg/binder/binding/resourcereservation/resource_reservation.go``, ``fakeGPuNodes``), which an offline or
+    mirrored cluster cannot pull: the pods never run, and on the suite's fake GPUs nothing depends on them."""
+    found = set()
+    for pod in pods:
+        images = {c.get("name"): c.get("image", "?") for c in pod.get("spec", {}).get("containers", [])}
+        for status in pod.get("status", {}).get("containerStatuses", []):
+            reason = status.get("state", {}).get("waiting", {}).get("reason", "")
+            if reason in PULL_FAILURES:
+                found.add(f"{images.get(status.get('name'), status.get('image', '?'))} ({reason})")
+    return found
+
+
+def answer_reservations(kube: KubeApi, pods: list[Obj] | None = None) -> list[str]:
     """Annotate each reservation pod placed on a node and still unanswered with a fake GPU of that node that no
     other reservation pod holds (one GPU per reservation pod, as the device plugin would give). Returns the pods
     answered. The pods are KAI's, not the suite's: the patch is the suite acting as the fake GPUs' device layer."""
-    pods = kube.list(kinds.POD, RESERVATION_NAMESPACE)
+    pods = kube.list(kinds.POD, RESERVATION_NAMESPACE) if pods is None else pods
     held = {(p["spec"].get("nodeName"), (p["metadata"].get("annotations") or {}).get(RESERVED_GPU_ANNOTATION))
             for p in pods}  # fmt: skip
     answered = []
@@ -122,6 +141,7 @@ class ReservationAnswers:
     def __init__(self, kube: KubeApi, interval: float = POLL_INTERVAL) -> None:
         self.kube, self.interval = kube, interval
         self.answered: list[str] = []
+        self.unpulled: set[str] = set()
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kai-conformance-reservations", daemon=True)
@@ -129,7 +149,9 @@ class ReservationAnswers:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.answered += answer_reservations(self.kube)
+                pods = self.kube.list(kinds.POD, RESERVATION_NAMESPACE)
+                self.unpulled |= unpulled_images(pods)
+                self.answered += answer_reservations(self.kube, pods)
             except errors.KubeError as exc:
                 self.last_error = str(exc)
             self._stop.wait(self.interval)
@@ -146,4 +168,11 @@ class ReservationAnswers:
         text = f"the suite answered {len(self.answered)} reservation pod(s) for its fake GPUs"
         if self.answered:
             text += ": " + "; ".join(self.answered)
+        if self.unpulled:
+            text += (
+                f". The reservation pods' image could not be pulled: {', '.join(sorted(self.unpulled))}. KAI's binder "
+                "gives reservation pods the image `ubuntu` on nodes without a real GPU (v0.17.0 resource_reservation.go); "
+                "on an offline or mirrored cluster they never run. The suite answered their reservations itself, so the "
+                "verdict does not depend on them (docs/clusters.md, 'Air-gapped')"
+            )
         return text + (f" (last API error: {self.last_error})" if self.last_error else "")

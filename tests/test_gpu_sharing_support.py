@@ -132,6 +132,22 @@ def test_the_answers_run_on_a_thread_while_the_case_runs(fake: FakeKube) -> None
     )
 
 
+def test_a_reservation_image_that_cannot_be_pulled_is_said_in_the_note(fake: FakeKube) -> None:
+    """Real kind, offline: KAI v0.17.0's binder gave its reservation pods the image `ubuntu` on fake-GPU nodes and
+    they sat in ErrImagePull; the cases passed (the suite answers), and the report now says why."""
+    stuck = reservation_pod("stuck", "w1")
+    stuck["spec"]["containers"] = [{"name": "resource-reservation", "image": "ubuntu"}]
+    stuck["status"] = {"containerStatuses": [{"name": "resource-reservation", "image": "ubuntu",
+                                              "state": {"waiting": {"reason": "ErrImagePull"}}}]}  # fmt: skip
+    fake.put(stuck)
+    with gpu_sharing.ReservationAnswers(fake, interval=0.005) as answers:
+        eventually(lambda: Observation(bool(answers.answered), "answered"), what="answered", timeout=5, interval=0.005)
+    note = answers.describe()
+    assert "The reservation pods' image could not be pulled: ubuntu (ErrImagePull)" in note
+    assert "the verdict does not depend on them" in note
+    assert gpu_sharing.unpulled_images([reservation_pod("fine", "w1")]) == set()
+
+
 def test_an_api_error_is_remembered_and_retried(fake: FakeKube) -> None:
     fake.fail("list", 500, kind="Pod", times=1, message="etcd is busy")
     fake.put(reservation_pod("late", "w1"))
