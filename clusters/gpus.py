@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, Topology
 from kai_conformance.clusters.layout import GPU_RESOURCE, describe_gpus
+from kai_conformance.clusters.topology import WORKER_INDEX_LABEL, Topology
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually

@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from kai_conformance.clusters import commands
-from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, Topology
 from kai_conformance.clusters.nodes import CGROUP_V1_KUBELET_PATCH
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.clusters.tools import find_tool
+from kai_conformance.clusters.topology import WORKER_INDEX_LABEL, Topology
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.waits import TimeoutPolicy
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from kai_conformance.clusters import kwok_stages
-from kai_conformance.clusters.catalog import FakeNodes, Topology, fake_node_name
 from kai_conformance.clusters.fetches import KWOK_ASSETS
 from kai_conformance.clusters.gpus import gpu_count
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.readiness import wait_deployments
 from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.clusters.topology import FakeNodes, Topology, fake_node_name
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.ownership import owned_selector, stamp

@@ -30,9 +30,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 # ruff: noqa: E402 - the in-memory API of the self-tests (tests.fakes) lives in the repository, not the package
-from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.gpus import ensure_gpus, fake_gpus
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import cleanup, kinds, waits
 from kai_conformance.fixtures.scheduling import CaseGate, gpu_lease
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from kai_conformance.clusters.catalog import Catalog, load_topology
+from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import stack_manifests
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import cleanup, kinds, waits
 from kai_conformance.fixtures import workspace as workspace_module
 from kai_conformance.fixtures.render import RenderContext

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai_conformance.clusters.catalog import VERSIONS_FILE, Catalog, fake_node_name, load_topology
+from kai_conformance.clusters.catalog import VERSIONS_FILE, Catalog
+from kai_conformance.clusters.topology import fake_node_name, load_topology
 from kai_conformance.fixtures.errors import UsageError
 
 CATALOG = Catalog.load()
@@ -48,22 +49,25 @@ def test_resolution_by_name_or_component_versions(kwargs: dict, expected: str) -
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"kai": "v9.9.9"}, "unknown kai version 'v9.9.9'. Supported: v0.17.0, v0.16.8"),
+        ({"kai": "v0.12.0"}, "kai v0.12.0 is older than the oldest version the suite supports (v0.16.8)"),
+        ({"trainer": "v1.9.0"}, "trainer v1.9.0 is older than the oldest version the suite supports (v2.2.0)"),
         ({"combination": "nope"}, "unknown version combination 'nope'. Known combinations: kai-v0.17.0"),
         ({"trainer": "v2.3.0", "jobset": "v0.11.1"}, "is not a supported combination"),
         ({"combination": "kai-v0.17.0+trainer-v2.3.0", "kai": "v0.16.8"}, "pass one or the other"),
     ],
 )
 def test_unknown_or_incompatible_versions_are_rejected_clearly(kwargs: dict, message: str) -> None:
-    with pytest.raises(UsageError, match=message.replace("+", r"\+").replace("(", r"\(")):
+    with pytest.raises(UsageError, match=re.escape(message)):
         CATALOG.resolve(kwargs.pop("combination", None), **kwargs)
 
 
 def test_kubernetes_minor_accepts_patch_versions_and_rejects_unsupported_ones() -> None:
     combo = CATALOG.combination(CATALOG.defaults["combination"])
     assert CATALOG.kubernetes_minor("v1.34.8", combo) == "1.34"
-    with pytest.raises(UsageError, match=r"Kubernetes 1.20 is not supported .* supported: 1.33, 1.34, 1.35"):
+    with pytest.raises(UsageError, match=r"Kubernetes 1.20 is not supported .*: older than the oldest supported minor"):
         CATALOG.kubernetes_minor("1.20", combo)
+    with pytest.raises(UsageError, match=r"Kubernetes 'latest' is not a version"):
+        CATALOG.kubernetes_minor("latest", combo)
 
 
 def test_a_catalog_pairing_trainer_with_the_wrong_jobset_is_refused(tmp_path: Path) -> None:
@@ -116,3 +120,53 @@ def test_unknown_topology_names_the_known_ones() -> None:
 def test_fake_node_names_are_valid_node_names_whatever_the_context(cluster: str, name: str) -> None:
     assert fake_node_name(cluster, 0) == name
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name", "assumed"),
+    [
+        ({"kai": "v0.18.1"}, "kai-v0.18.1+trainer-v2.3.0", {"kai": "v0.17.0"}),
+        ({"kai": "0.18.1"}, "kai-v0.18.1+trainer-v2.3.0", {"kai": "v0.17.0"}),
+        ({"kai": "v0.16.9"}, "kai-v0.16.9+trainer-v2.3.0", {"kai": "v0.16.8"}),
+        ({"kai": "main"}, "kai-main+trainer-v2.3.0", {"kai": "v0.17.0"}),
+        ({"trainer": "v2.4.0"}, "kai-v0.17.0+trainer-v2.4.0", {"trainer": "v2.3.0"}),
+        ({"jobset": "v0.13.0"}, "kai-v0.17.0+trainer-v2.3.0", {"jobset": "v0.12.0"}),
+        ({"kai": "v0.18.1", "trainer": "v2.2.0"}, "kai-v0.18.1+trainer-v2.2.0", {"kai": "v0.17.0"}),
+    ],
+)
+def test_a_version_the_tables_do_not_know_assumes_the_nearest_lower_known_one(
+    kwargs: dict, name: str, assumed: dict
+) -> None:
+    combo = CATALOG.resolve(None, **kwargs)
+    assert combo.name == name
+    found = {c.name: c.assumed_from for c in (combo.kai, combo.trainer, combo.jobset) if c.assumed_from}
+    assert found == assumed
+    base = CATALOG.combination(f"kai-{combo.kai.expectations_version}+trainer-{combo.trainer.expectations_version}")
+    assert combo.kubernetes == base.kubernetes
+    assert combo.trainer.fields["jobset"] == combo.jobset.expectations_version
+
+
+def test_an_assumed_release_is_installed_from_its_own_artifacts() -> None:
+    combo = CATALOG.resolve(None, kai="v0.18.1", trainer="v2.4.0", jobset="v0.13.0")
+    assert (combo.kai.fields["chart"], combo.kai.fields["chart_version"]) == (
+        "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", "v0.18.1",
+    )  # fmt: skip
+    assert combo.trainer.fields["chart_version"] == "2.4.0"
+    assert combo.jobset.fields["manifests"].endswith("/releases/download/v0.13.0/manifests.yaml")
+    assert [c.fields["crds"] for c in (combo.kai, combo.trainer, combo.jobset)] == [
+        "kai-scheduler/v0.18.1", "trainer/v2.4.0", "jobset/v0.13.0",
+    ]  # fmt: skip
+    assert combo.assumptions == [
+        "KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0",
+        "Trainer v2.4.0 is not in the expectation tables: expectations assumed from v2.3.0",
+        "JobSet v0.13.0 is not in the expectation tables: expectations assumed from v0.12.0",
+    ]
+
+
+def test_a_newer_kubernetes_minor_assumes_the_newest_supported_one() -> None:
+    combo = CATALOG.combination(CATALOG.defaults["combination"])
+    newest = max(combo.kubernetes, key=lambda m: tuple(map(int, m.split("."))))
+    assert CATALOG.kubernetes_minor("v1.99.0", combo) == "1.99"
+    assert CATALOG.kubernetes_assumed_from("1.99", combo) == newest
+    assert CATALOG.kubernetes_assumed_from(newest, combo) is None
+    assert CATALOG.node_image("1.99") is None

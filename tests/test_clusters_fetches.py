@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.clusters import commands, fetches, kwok
-from kai_conformance.clusters.catalog import load_topology, with_fake_nodes
 from kai_conformance.clusters.install import trainer
+from kai_conformance.clusters.topology import load_topology, with_fake_nodes
 from kai_conformance.fixtures import errors, preflight
 from kai_conformance.fixtures.settings import InstallSources
 from tests.fakes.installation import SimulatedStack, install_context, make_settings

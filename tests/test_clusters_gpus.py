@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kai_conformance.clusters import gpus
-from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.layout import describe_gpus
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.installation import EXPIRING, SimulatedStack, worker_node

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from kai_conformance.clusters import commands, kind, tools
-from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.commands import CommandFailed
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path

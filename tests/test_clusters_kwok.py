@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from kai_conformance.clusters import kwok, kwok_stages, provision
-from kai_conformance.clusters.catalog import MAX_FAKE_NODES, load_topology, with_fake_nodes
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, pod_spec
+from kai_conformance.clusters.topology import MAX_FAKE_NODES, load_topology, with_fake_nodes
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.options import CATALOG, resolve_settings
 from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SUITE

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.kind import render_config
 from kai_conformance.clusters.nodes import kubelet_refuses_cgroup_v1, minor_of_image, nodes_running
 from kai_conformance.clusters.provision import acquire
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import preflight
 from kai_conformance.fixtures.options import resolve_settings
 from kai_conformance.reports.runinfo import RunInfo

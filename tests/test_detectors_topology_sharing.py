@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.clusters.catalog import Catalog, load_topology
+from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.suites.support.detectors.sharing import fractional_bind_requests, one_device, runtime_class
 from kai_conformance.suites.support.detectors.topology import one_domain, packed, topology_constraint
 from kai_conformance.suites.support.domains import RACK_LABEL, ZONE_LABEL, Domains, Level, topology_levels

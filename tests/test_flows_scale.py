@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_scale
 from kai_conformance.suites.support import scale

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.clusters.catalog import Catalog, available_topologies
+from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.clusters.topology import available_topologies
 from kai_conformance.fixtures import errors, preflight
 from tests.fakes.kube import FakeKube
 
@@ -126,7 +127,7 @@ def test_pytest_suites_without_any_tool_stops_with_one_message(tmp_path: Path) -
     (last_run / "cluster.json").write_text("{}")
     started = time.monotonic()
     result = run_suite(
-        ["--kai-version", "v9.9.9", "--timeout-scale", "-1", "-m", "gang and not nosuch"], tmp_path, path=str(tmp_path)
+        ["--kai-version", "v0.1.0", "--timeout-scale", "-1", "-m", "gang and not nosuch"], tmp_path, path=str(tmp_path)
     )
     assert time.monotonic() - started < 20
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
@@ -134,7 +135,7 @@ def test_pytest_suites_without_any_tool_stops_with_one_message(tmp_path: Path) -
     assert "kai-conformance cannot start (7 problems):" in output
     problems = numbered(output)
     starts = ["docker is not installed", "kind is not on PATH", "kubectl is not on PATH", "helm is not on PATH",
-              "unknown kai version 'v9.9.9'", "--timeout-scale must be positive",
+              "kai v0.1.0 is older than the oldest version", "--timeout-scale must be positive",
               "-m 'gang and not nosuch' names an unknown marker: nosuch"]  # fmt: skip  # docker first: we cannot fetch it
     assert len(problems) == len(starts)
     assert all(what.startswith(start) for (what, _), start in zip(problems, starts, strict=True)), problems

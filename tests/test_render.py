@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from kai_conformance.clusters.catalog import Catalog, load_topology
+from kai_conformance.clusters.catalog import Catalog
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.ownership import MANAGED_BY, SCOPE_LABEL, TEST_ID_ANNOTATION
 from kai_conformance.fixtures.render import RenderContext, case_documents, case_of, file_name, render

@@ -201,7 +201,7 @@ def test_environment_helpers() -> None:
 def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> None:
     from types import SimpleNamespace
 
-    from kai_conformance.clusters.catalog import load_topology
+    from kai_conformance.clusters.topology import load_topology
     from kai_conformance.fixtures.options import CATALOG
     from kai_conformance.fixtures.reporting import describe_run
     from kai_conformance.fixtures.settings import InstallSources

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.clusters.catalog import available_topologies, load_topology
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.clusters.topology import available_topologies, load_topology
 from kai_conformance.fixtures.markers import not_opted_in, pytest_collection_modifyitems
 from kai_conformance.suites.support.cases.scale import (
     GANG_SIZES,

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kai_conformance.clusters.catalog import load_topology
 from kai_conformance.clusters.existing import OPT_IN_COMMAND
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.state import ClusterState
+from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.scheduling import (
@@ -275,7 +275,7 @@ class Request:
 
 @pytest.fixture
 def guarded(tmp_path: Path, fake):
-    from kai_conformance.clusters.catalog import load_topology
+    from kai_conformance.clusters.topology import load_topology
     from tests.fakes.installation import SimulatedStack, make_settings
 
     SimulatedStack(fake).add_workers(3)

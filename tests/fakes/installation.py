@@ -28,10 +28,10 @@ from typing import Any
 
 import yaml
 
-from kai_conformance.clusters.catalog import WORKER_INDEX_LABEL, load_topology
 from kai_conformance.clusters.install import kai, trainer
 from kai_conformance.clusters.install.crds import SUITE_KINDS
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.clusters.topology import WORKER_INDEX_LABEL, load_topology
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.options import CATALOG
