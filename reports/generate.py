@@ -79,6 +79,7 @@ def summary_json(report: Report) -> dict:
         "title": report.title,
         "generated": report.generated,
         "verdict": {"code": verdict.code, "headline": verdict.headline, "status": verdict.status.key},
+        "assumptions": report.assumptions,
         "totals": {status.key: report.totals[status] for status in Status},
         "areas": [
             {"area": a.area, "title": a.title, "counts": {s.key: n for s, n in a.counts.items()}} for a in report.areas

@@ -15,7 +15,7 @@ MAX_HEADLINE = 160
 MAX_CHARS = 60_000
 
 VERDICT_ICON = {"not-conformant": "❌", "inconclusive": "⚠️", "expectations-outdated": "❕", "conformant": "✅",
-                "empty": "⭕"}  # fmt: skip
+                "conformant-assumed": "☑️", "empty": "⭕"}  # fmt: skip
 
 
 def _cell(text: str) -> str:
@@ -58,7 +58,8 @@ def _metrics_table(measured: list[metrics.Metric]) -> list[str]:
 def render(report: Report, html_name: str = "report.html") -> str:
     verdict = report.verdict
     totals = report.totals
-    out = [f"## {VERDICT_ICON[verdict.code]} {report.title}: {verdict.headline}", "", verdict.detail, ""]
+    out = [f"> **{a}**" for a in report.assumptions] + ([""] if report.assumptions else [])
+    out += [f"## {VERDICT_ICON[verdict.code]} {report.title}: {verdict.headline}", "", verdict.detail, ""]
     out.append(
         " · ".join(f"{s.symbol} {totals[s]} {s.label}" for s in STATUS_ORDER if totals[s])
         or "No case records were found."

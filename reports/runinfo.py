@@ -56,6 +56,8 @@ class RunInfo:
     leftovers: list[str] = field(default_factory=list)
     #: The suite's API requests, memory and CPU, and its share of the API server's requests (reports/apiload.py).
     api_load: dict[str, Any] = field(default_factory=dict)
+    #: Versions the expectation tables do not know, each with the version whose expectations it assumed.
+    assumptions: list[str] = field(default_factory=list)
 
     @property
     def duration(self) -> float | None:

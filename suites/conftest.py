@@ -19,8 +19,8 @@ from kai_conformance.suites.support.observe import Observer
 
 @pytest.fixture(scope="session")
 def expect(settings: Settings) -> Expectations:
-    """The expectation rows for the versions under test (fails clearly for a version without a row)."""
-    return expectations_for(settings.combination)
+    """The expectation rows for the versions under test, or for the known versions an unknown one assumes."""
+    return expectations_for(settings.combination, settings.kubernetes_assumption)
 
 
 @pytest.fixture(autouse=True)

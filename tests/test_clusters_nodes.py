@@ -131,3 +131,35 @@ def test_a_created_cluster_reports_its_image_and_a_kubelet_override(world: World
     assert f"{NODE_CONTAINER_IMAGE} · kubelet v1.35.5" in text
     assert f"(--node-image; the suite's pin for this minor is {PIN_1_35})" in text
     assert text.endswith("kubelet configuration changed by the suite: failCgroupV1: false")
+
+
+def test_a_build_needs_its_chart_and_a_release_the_tables_do_not_know_does_not(tmp_path: Path) -> None:
+    _, problems = resolve_settings(Options(tmp_path, **{"--kai-version": "main"}))  # type: ignore[arg-type]
+    assert [p.what for p in problems] == [
+        "--kai-version main is a build, not a release: there is no released chart or manifests to install"
+    ]
+    assert problems[0].fix.startswith(
+        "pass --kai-chart=... with that build's (the run takes the expectations of v0.17.0)"
+    )
+    settings, problems = resolve_settings(Options(tmp_path, **{"--kai-version": "main", "--kai-chart": "./chart"}))  # type: ignore[arg-type]
+    assert problems == [] and settings.assumptions == [
+        "KAI main is not in the expectation tables: expectations assumed from v0.17.0"
+    ]
+    settings, problems = resolve_settings(Options(tmp_path, **{"--kai-version": "v0.18.1"}))  # type: ignore[arg-type]
+    assert problems == [] and settings.combination.kai.assumed_from == "v0.17.0"
+
+
+def test_a_kubernetes_minor_without_a_pinned_image_runs_with_a_node_image_and_assumes_the_newest(
+    tmp_path: Path,
+) -> None:
+    _, problems = resolve_settings(Options(tmp_path, **{"--k8s-version": "1.99"}))  # type: ignore[arg-type]
+    assert [p.what for p in problems] == ["Kubernetes 1.99 has no kind node image pinned in clusters/versions.yaml"]
+    assert "--node-image=IMAGE" in problems[0].fix
+    given = {"--node-image": "kindest/node:v1.99.0-local"}
+    settings, problems = resolve_settings(Options(tmp_path, **given))  # type: ignore[arg-type]
+    assert problems == []
+    assert (settings.kubernetes, settings.node_image, settings.node_image_pin) == ("1.99", given["--node-image"], None)
+    newest = max(settings.combination.kubernetes, key=lambda m: tuple(map(int, m.split("."))))
+    assert settings.assumptions == [
+        f"Kubernetes 1.99 is not in the expectation tables: expectations assumed from {newest}"
+    ]

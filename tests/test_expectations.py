@@ -119,3 +119,17 @@ def test_docs_show_every_row() -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "suites.md").read_text()
     for minor in [*ex.KAI_ROWS, *ex.TRAINER_ROWS, *ex.JOBSET_ROWS]:
         assert f"| {minor}" in text or f", {minor}" in text, f"docs/suites.md lacks the {minor} row"
+
+
+def test_an_assumed_version_takes_the_rows_of_the_version_it_assumes_and_says_so() -> None:
+    combo = CATALOG.resolve(None, kai="v0.18.1", jobset="v0.13.0")
+    expect = ex.expectations_for(
+        combo, "Kubernetes 1.38 is not in the expectation tables: expectations assumed from 1.35"
+    )
+    assert (expect.kai.minor, expect.jobset.minor) == ("v0.17", "v0.12")
+    assert expect.consolidation == ex.expectations_for(CATALOG.combination("kai-v0.17.0+trainer-v2.3.0")).consolidation
+    described = expect.describe()
+    assert "[assumed: KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0]" in described
+    assert "[assumed: JobSet v0.13.0 is not in the expectation tables" in described
+    assert "[assumed: Kubernetes 1.38" in described
+    assert "assumed" not in ex.expectations_for(CATALOG.combination("kai-v0.17.0+trainer-v2.3.0")).describe()

@@ -217,9 +217,10 @@ def test_an_input_that_cannot_be_an_argument_is_refused_by_name(inputs: dict[str
 
 
 # ---------------------------------------------------------------------------------------- report → outputs
-def write_report(directory: Path, *outcomes: tuple[str, str]) -> None:
+def write_report(directory: Path, *outcomes: tuple[str, str], assumptions: tuple[str, ...] = ()) -> None:
     """A report written by the suite's own writer, with one case per (outcome, failure kind)."""
-    run = RunInfo("run-1", combination="kai-v0.17.0+trainer-v2.3.0", versions={"kai": "v0.17.0"})
+    run = RunInfo("run-1", combination="kai-v0.17.0+trainer-v2.3.0", versions={"kai": "v0.17.0"},
+                  assumptions=list(assumptions))  # fmt: skip
     records = [CaseRecord(f"suites/test_gang.py::test_{i}", outcome=outcome, failure_kind=kind, area="gang",
                           run_id="run-1") for i, (outcome, kind) in enumerate(outcomes)]  # fmt: skip
     generate.write_reports(directory, [RunRecords(run, records)])
@@ -246,6 +247,17 @@ def test_the_outputs_come_from_the_report_s_verdict(
     counted = {k: int(outputs[k]) for k in ("passed", "failed", "errors", "skipped")}
     assert sum(counted.values()) == len(outcomes)
     assert counted["errors"] == sum(kind == "infrastructure" for _, kind in outcomes)
+
+
+def test_conformant_against_assumed_expectations_passes_the_gate_and_says_so(tmp_path: Path) -> None:
+    """A KAI pull request gates its own `main` build, which no table knows: the gate must pass, and the output tell
+    it from a plain `conformant`."""
+    assumption = "KAI main is not in the expectation tables: expectations assumed from v0.17.0"
+    write_report(tmp_path, ("passed", ""), assumptions=(assumption,))
+    outcome = Outcome.read(tmp_path, 0, started=0)
+    assert outcome.outputs(tmp_path)["verdict"] == "conformant-assumed"
+    assert outcome.failure == ""
+    assert outcome.headline.startswith("Conformant against assumed expectations: 1 case")
 
 
 def test_a_conformant_report_with_a_failing_exit_status_still_fails_the_gate(tmp_path: Path) -> None:

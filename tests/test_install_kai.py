@@ -10,6 +10,7 @@ import pytest
 from kai_conformance.clusters.commands import CommandFailed
 from kai_conformance.clusters.install import kai
 from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.options import CATALOG
 from kai_conformance.fixtures.settings import InstallSources
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import EXPIRING, SimulatedStack, install_context, make_settings
@@ -134,3 +135,15 @@ def test_unexpected_webhook_answer_is_not_retried(stack: SimulatedStack, fake: F
                        r"the webhook kai-queue-validation-v2 rejects it with 'resources must be specified'"):  # fmt: skip
         kai.install(install_context(make_settings(tmp_path), stack))
     assert len([c for c in fake.operations("create") if c.kind == "Queue"]) == 1
+
+
+def test_a_release_the_tables_do_not_know_is_installed_by_its_tag_and_recorded_as_assumed(
+    stack: SimulatedStack, tmp_path: Path
+) -> None:
+    combo = CATALOG.resolve(None, kai="v0.18.1")
+    record = kai.install(install_context(make_settings(tmp_path, combination=combo), stack))
+    (command,) = stack.runner.commands("helm", "upgrade")
+    assert command[4:5] == ("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",)
+    assert command[command.index("--version") + 1] == "v0.18.1"
+    assert (record["version"], record["expectations"]) == ("v0.18.1", "v0.17.0")
+    assert record["assumption"] == "KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0"

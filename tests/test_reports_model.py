@@ -210,8 +210,10 @@ def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> N
         combination=CATALOG.combination("kai-v0.16.8+trainer-v2.2.0"), kubernetes="1.34", cluster="kind",
         kind_cluster_name="kc", context=None, topology=load_topology("pr-gate"),
         sources=InstallSources(kai_chart="./deployments/kai-scheduler", load_images=("kai:pr-1", "binder:pr-1")),
+        assumptions=["KAI main is not in the expectation tables: expectations assumed from v0.17.0"],
     )  # fmt: skip
     planned = describe_run("r", settings, {})
+    assert planned.assumptions == settings.assumptions
     assert planned.versions == {"kai": "v0.16.8", "trainer": "v2.2.0", "jobset": "v0.11.1", "kubernetes": "1.34"}
     assert planned.gpus == {"kc-worker": 4, "kc-worker2": 4, "kc-worker3": 4}
     assert planned.cluster == {"provider": "kind", "name": "kc"} and planned.topology == "pr-gate"
@@ -252,3 +254,14 @@ def test_reports_say_which_versions_were_detected_declared_or_installed() -> Non
         "component": "kai", "name": "KAI Scheduler", "version": "v0.17.0", "source": "declared",
         "established": "declared by --kai-version v0.17.0",
     }  # fmt: skip
+
+
+def test_a_run_against_an_assumed_version_says_so_first_and_has_its_own_verdict_code() -> None:
+    assumption = "KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0"
+    run = RunInfo("run-1", assumptions=[assumption])
+    report = build([RunRecords(run, [record("a", "passed", expectations=f"KAI v0.17 [assumed: {assumption}]")])])
+    assert report.verdict.code == "conformant-assumed"
+    assert assumption in report.verdict.detail
+    assert markdown.render(report).splitlines()[0] == f"> **{assumption}**"
+    failed = build([RunRecords(run, [record("a", "failed", "product")])])
+    assert failed.verdict.code == "not-conformant"  # an assumption never softens a failure

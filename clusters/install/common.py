@@ -46,7 +46,8 @@ def installed(component: Component, *, pr_build: str | None, refs: list[tuple[st
         version=pr_build or component.version,
         version_source="installed",
         established=f"installed by this run from {origin}",
-        expectations=component.version,
+        expectations=component.expectations_version,
+        assumption=component.assumption,
         source="pr" if pr_build else "release",
         deployments=[f"{ns}/{name}" for ns, name in refs],
         ready_after_seconds=round(waited, 1),
@@ -76,6 +77,7 @@ def verify_component(ctx: InstallContext, component: Component, *, probe: Webhoo
         ctx.settings.catalog.components[component.name],
     )
     images = running_images(kube, {ns for ns, _ in found.refs}, of=found.images) if found.refs else {}
-    return record(**version, expectations=component.version, source="verified",
+    return record(**version, expectations=component.expectations_version, assumption=component.assumption,
+                  source="verified",
                   deployments=[f"{ns}/{name}" for ns, name in found.refs], deployments_note=found.note,
                   crds=crds, webhook=rejection, images=images)  # fmt: skip

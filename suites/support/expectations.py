@@ -248,11 +248,13 @@ def jobset_row(version: str) -> JobSetRow:
 
 @dataclass(frozen=True)
 class Expectations:
-    """The rows a run assumes, one per component."""
+    """The rows a run assumes, one per component; ``assumptions`` names each version the tables do not know and
+    the known version whose rows it takes (clusters/assumptions.py)."""
 
     kai: KaiRow
     trainer: TrainerRow
     jobset: JobSetRow
+    assumptions: tuple[str, ...] = ()
 
     @property
     def topology(self) -> TopologyRow:
@@ -294,17 +296,24 @@ class Expectations:
         gang = self.kai.podgroup_shape.value + " PodGroup"
         if self.kai.podgroup_shape is PodGroupShape.FLAT:
             gang += f", minMember = {self.kai.flat_min_member.value}"  # type: ignore[union-attr]
-        return (
+        described = (
             f"{self.kai.name} ({gang}) · {self.trainer.name} (resourcesPerNode {self.trainer.resources_per_node}) "
             f"· {self.jobset.name}"
         )
+        return described + "".join(f" [{ASSUMED_MARK}: {a}]" for a in self.assumptions)
 
 
-def expectations_for(combination: Combination) -> Expectations:
+#: What marks a case's expectations as taken from another version's rows (reports read it).
+ASSUMED_MARK = "assumed"
+
+
+def expectations_for(combination: Combination, kubernetes_assumption: str | None = None) -> Expectations:
+    """The rows of the combination's versions, or of the known versions an unknown one assumes."""
     return Expectations(
-        kai_row(combination.kai.version),
-        trainer_row(combination.trainer.version),
-        jobset_row(combination.jobset.version),
+        kai_row(combination.kai.expectations_version),
+        trainer_row(combination.trainer.expectations_version),
+        jobset_row(combination.jobset.expectations_version),
+        tuple(combination.assumptions) + ((kubernetes_assumption,) if kubernetes_assumption else ()),
     )
 
 
