@@ -106,7 +106,7 @@ def test_kwok_manifests_must_hold_the_release_assets(tmp_path: Path) -> None:
 
 
 def resolve(tmp: Path, **given: object):
-    from kai_conformance.fixtures.options import resolve_settings
+    from kai_conformance.fixtures.resolution import resolve_settings
 
     return resolve_settings(Options(tmp, **given))  # type: ignore[arg-type]
 

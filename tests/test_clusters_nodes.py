@@ -15,7 +15,7 @@ from kai_conformance.clusters.nodes import kubelet_refuses_cgroup_v1, minor_of_i
 from kai_conformance.clusters.provision import acquire
 from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import preflight
-from kai_conformance.fixtures.options import resolve_settings
+from kai_conformance.fixtures.resolution import resolve_settings
 from kai_conformance.reports.runinfo import RunInfo
 from tests.fakes.installation import NODE_CONTAINER_IMAGE, make_settings, worker_node
 from tests.fakes.kube import FakeKube

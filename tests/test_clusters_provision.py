@@ -16,7 +16,7 @@ from kai_conformance.clusters.existing import OPT_IN_LABEL
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.options import version_origins
+from kai_conformance.fixtures.resolution import version_origins
 from kai_conformance.fixtures.run import RunContext
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
