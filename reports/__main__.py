@@ -4,6 +4,7 @@ python -m kai_conformance.reports merge OUT DIR1 DIR2 ...   one report and one m
 python -m kai_conformance.reports generate DIR              rewrite DIR's reports from its records (e.g. after a crash)
 python -m kai_conformance.reports sample OUT                a made-up report showing every status (demo, screenshot)
 python -m kai_conformance.reports compare BASE NEW          exit 1 when NEW's metrics regressed past a threshold
+python -m kai_conformance.reports diff BASE NEW             what changed: verdicts, observations, metrics, versions
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kai_conformance.reports import compare, generate, metrics
+from kai_conformance.reports import compare, diff, generate, metrics
 
 
 def _print(written: generate.Written, step_summary: bool = True) -> None:
@@ -54,7 +55,31 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument("--metric", action="append", default=[], help="compare only this metric (repeatable)")
     gate.add_argument("--statistic", action="append", choices=metrics.STATISTICS,
                       help="gate on this statistic (repeatable; default p50 and p95)")  # fmt: skip
+    changes = commands.add_parser(
+        "diff",
+        help="what changed between two report directories; exit 1 when a verdict changed or a metric regressed",
+        description="BASE and NEW are report directories (e.g. runs against two KAI releases). Prints the versions, "
+        "the verdicts that changed, the observations that differ and the metrics past the threshold, and writes them "
+        "as a self-contained HTML page. Exit 0 no verdict changed, 1 a verdict changed or a metric regressed, "
+        "2 usage error. See docs/reports.md.",
+    )
+    changes.add_argument("base", type=Path, help="the base report directory, e.g. the run against the older release")
+    changes.add_argument("new", type=Path, help="the new report directory, e.g. the run against the newer release")
+    changes.add_argument("--out", type=Path, help=f"the HTML page to write (default NEW/{diff.DEFAULT_OUT})")
+    changes.add_argument("--threshold", type=float, default=compare.DEFAULT_THRESHOLD,
+                         help="allowed slowdown as a fraction, as for compare (default %(default)s = 20 %%)")  # fmt: skip
+    changes.add_argument("--min-seconds", type=float, default=compare.DEFAULT_MIN_SECONDS,
+                         help="a latency must also be this many seconds slower to regress (default %(default)s)")  # fmt: skip
+    changes.add_argument("--statistic", action="append", choices=metrics.STATISTICS,
+                         help="gate on this statistic (repeatable; default p50 and p95)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.command == "diff":
+        try:
+            statistics = args.statistic or compare.DEFAULT_STATISTICS
+            return diff.run(args.base, args.new, args.out, args.threshold, statistics, args.min_seconds)
+        except diff.DiffError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return diff.USAGE
     if args.command == "compare":
         try:
             statistics = args.statistic or compare.DEFAULT_STATISTICS
