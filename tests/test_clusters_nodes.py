@@ -15,14 +15,14 @@ from kai_conformance.clusters.nodes import kubelet_refuses_cgroup_v1, minor_of_i
 from kai_conformance.clusters.provision import acquire
 from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import preflight
-from kai_conformance.fixtures.resolution import resolve_settings
+from kai_conformance.fixtures.resolution import CATALOG, resolve_settings
 from kai_conformance.reports.runinfo import RunInfo
 from tests.fakes.installation import NODE_CONTAINER_IMAGE, make_settings, worker_node
 from tests.fakes.kube import FakeKube
 from tests.test_clusters_kwok import Options
 from tests.test_clusters_provision import World, world  # noqa: F401 (fixture)
 
-PIN_1_35 = "kindest/node:v1.35.5@sha256:ce977ae6d65918d0b58a5f8b5e940429c2ce42fa3a5619ec2bbc60b949c0ac95"
+PIN_1_35 = CATALOG.node_image("1.35")
 
 
 @pytest.mark.parametrize(
