@@ -57,9 +57,10 @@ def test_after(workspace):
 """
 
 
-def ctrl_c_at(fake: FakeKube, kind: str, count: int, prefix: str = "") -> None:
-    """Send SIGINT to the main thread (as a terminal's Ctrl-C does) when the API server sees the ``count``-th
-    apply of ``kind`` named ``prefix…``: the run is then inside that request, mid-burst."""
+def ctrl_c_at(fake: FakeKube, kind: str, count: int, prefix: str = "", sig: int = signal.SIGINT) -> None:
+    """Send SIGINT to the main thread (as a terminal's Ctrl-C does; or ``sig``, e.g. a CI runner's SIGTERM) when
+    the API server sees the ``count``-th apply of ``kind`` named ``prefix…``: the run is then inside that request,
+    mid-burst."""
     main = threading.main_thread().ident
     seen = []
 
@@ -67,7 +68,7 @@ def ctrl_c_at(fake: FakeKube, kind: str, count: int, prefix: str = "") -> None:
         if call.operation == "apply" and call.kind == kind and (call.name or "").startswith(prefix):
             seen.append(call.name)
             if len(seen) == count:
-                signal.pthread_kill(main, signal.SIGINT)
+                signal.pthread_kill(main, sig)
 
     fake.reactors.append(react)
 
@@ -130,6 +131,26 @@ def test_ctrl_c_mid_burst_removes_every_namespace_workload_and_fake_node_of_the_
     assert "interrupted: removing what 1 running case(s) made" in err
     assert f"fake nodes: removed {FAKE_NODES}" in err
     assert "left objects behind" not in err and "could not remove" not in err
+
+
+def test_sigterm_mid_burst_is_a_ctrl_c_that_exits_as_terminated(
+    tmp_path: Path,
+    fake: FakeKube,
+    cluster_world: SimulatedStack,  # noqa: F811
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """What a CI runner sends on cancel or timeout. Before, a SIGTERM killed the run on the spot and left the stack
+    probe's namespace, a running Job and two queues on the cluster."""
+    previous = signal.getsignal(signal.SIGTERM)
+    ctrl_c_at(fake, "Pod", BURST // 2, prefix="burst-", sig=signal.SIGTERM)
+    code, err = interrupted_run(tmp_path, fake, capfd, "sigterm")
+    assert code == 143
+    assert left_of_the_run(fake, run_id_of(fake)) == []
+    assert [n["metadata"]["name"] for n in fake.objects(kinds.NODE)] == ["gpu-a"]
+    assert "Traceback" not in err
+    assert err.count("interrupted (SIGTERM): removing everything run") == 1
+    assert "a second SIGTERM leaves them behind" in err
+    assert signal.getsignal(signal.SIGTERM) is previous  # the run gives the handler back
 
 
 def test_ctrl_c_during_fake_node_creation_removes_the_nodes_made_so_far(
