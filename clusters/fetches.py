@@ -81,10 +81,41 @@ def remote_kustomize_resources(directory: Path, seen: set[Path] | None = None) -
     return found
 
 
-def _manifests_fetch(source: str, what: str, option: str) -> list[Fetch]:
+def manifest_images(path: Path) -> list[str]:
+    """The container images a manifests file's workloads run (Deployments, DaemonSets, StatefulSets, Jobs)."""
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except (OSError, yaml.YAMLError):
+        return []
+    images: dict[str, None] = {}
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") not in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
+            continue
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            if container.get("image"):
+                images[str(container["image"])] = None
+    return list(images)
+
+
+def _unloaded_images(path: Path, what: str, loaded: tuple[str, ...]) -> list[Fetch]:
+    """Real kind, offline: JobSet's kustomize rendering names its image ``us-central1-docker.pkg.dev/…`` while the
+    release manifests name ``registry.k8s.io/jobset/jobset``; the image loaded under the other name was pulled."""
+    given = set(loaded) | {f"{image}:latest" for image in loaded if ":" not in image.rsplit("/", 1)[-1]}
+    missing = [i for i in manifest_images(path) if i not in given and f"{i}:latest" not in given]
+    return [Fetch(f"the image {image} of {what}", "pulled by the kind nodes",
+                  f"--load-image={image} (an image of that name in the local Docker: `docker tag` yours to it)")
+            for image in missing]  # fmt: skip
+
+
+def _manifests_fetch(source: str, what: str, option: str, loaded: tuple[str, ...] | None = None) -> list[Fetch]:
+    """``loaded``: on kind, the images given with --load-image (a manifests file's images not among them are
+    pulled by the nodes); None elsewhere."""
     if is_url(source):
         return [Fetch(f"{what} {source}", "downloaded", f"{option}=FILE with the file downloaded elsewhere")]
     path = Path(source)
+    if path.is_file() and loaded is not None:
+        return _unloaded_images(path, what, loaded)
     remote = remote_kustomize_resources(path) if path.is_dir() else []
     if remote:
         return [Fetch(f"{what}: the kustomize directory {source} includes {', '.join(remote)}",
@@ -122,14 +153,17 @@ def planned_fetches(settings: Settings, image_present: Callable[[str], bool]) ->
         combo, sources = settings.combination, settings.sources
         fetches += _chart_fetch(sources.kai_chart, combo.kai.fields["chart"], str(combo.kai.fields["chart_version"]),
                                 "KAI Scheduler", "--kai-chart")  # fmt: skip
+        loaded = sources.load_images if kind else None
         if sources.trainer_manifests:
-            fetches += _manifests_fetch(sources.trainer_manifests, "the Trainer manifests", "--trainer-manifests")
+            fetches += _manifests_fetch(
+                sources.trainer_manifests, "the Trainer manifests", "--trainer-manifests", loaded
+            )
         else:
             trainer = combo.trainer.fields
             fetches += _chart_fetch(sources.trainer_chart, trainer["chart"], str(trainer["chart_version"]),
                                     "Kubeflow Trainer", "--trainer-chart")  # fmt: skip
         jobset = sources.jobset_manifests or combo.jobset.fields["manifests"]
-        fetches += _manifests_fetch(jobset, "the JobSet manifests", "--jobset-manifests")
+        fetches += _manifests_fetch(jobset, "the JobSet manifests", "--jobset-manifests", loaded)
         if kind and not sources.load_images:
             fetches.append(Fetch("the images of KAI Scheduler, JobSet and Trainer", "pulled by the kind nodes",
                                  "--load-image=IMAGE for each image, already in the local Docker (with "
@@ -139,6 +173,9 @@ def planned_fetches(settings: Settings, image_present: Callable[[str], bool]) ->
                              f"({', '.join(KWOK_ASSETS)})", "downloaded from its release",
                              f"--kwok-manifests=DIR holding {' and '.join(KWOK_ASSETS)} of that release, and "
                              "--load-image of the kwok image its kwok.yaml names"))  # fmt: skip
+    elif kind and settings.topology.fake_nodes.count:
+        fetches += _unloaded_images(Path(settings.kwok_manifests or "") / KWOK_ASSETS[0], "kwok",
+                                    settings.sources.load_images)  # fmt: skip
     if kind and not image_present(settings.workload_image):
         fetches.append(Fetch(f"the workload image {settings.workload_image}", "pulled into the local Docker",
                              "`docker load` it, or pass --workload-image=IMAGE naming an image in the local Docker "

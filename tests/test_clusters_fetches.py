@@ -134,3 +134,43 @@ def test_a_release_taking_over_objects_of_another_installer_names_that_not_the_r
     assert "objects that Helm release kubeflow-trainer did not install" in str(failure.value)
     assert "registry" not in str(failure.value).split("fix:", 1)[1]
     assert isinstance(failure.value, errors.InfrastructureError)
+
+
+JOBSET_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: jobset-controller-manager, namespace: jobset-system}
+spec:
+  template:
+    spec:
+      containers:
+        - name: manager
+          image: us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:v0.12.0
+"""
+
+
+def test_an_image_of_local_manifests_that_no_load_image_gives_is_a_fetch(tmp_path: Path) -> None:
+    """Real kind, offline: JobSet's kustomize rendering named its image after the staging registry while the image
+    loaded into the nodes had the release's name; --offline passed and the controller sat in ImagePullBackOff."""
+    sources = everything_local(tmp_path)
+    Path(sources.jobset_manifests).write_text(JOBSET_DEPLOYMENT)
+    (fetch,) = fetches.planned_fetches(make_settings(tmp_path, sources=sources), lambda image: True)
+    assert (
+        fetch.what
+        == "the image us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:v0.12.0 of the JobSet manifests"
+    )
+    assert fetch.instead.startswith("--load-image=us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:v0.12.0")
+    loaded = dataclasses.replace(sources, load_images=(*sources.load_images, fetch.what.split()[2]))
+    assert fetches.planned_fetches(make_settings(tmp_path, sources=loaded), lambda image: True) == []
+
+
+def test_kwok_s_untagged_image_is_given_by_its_latest_tag(tmp_path: Path) -> None:
+    topology = with_fake_nodes(load_topology("pr-gate"), 2, None)
+    (tmp_path / "kwok.yaml").write_text(kwok_release_manifests())
+    images = fetches.manifest_images(tmp_path / "kwok.yaml")
+    local = everything_local(tmp_path)
+    settings = make_settings(tmp_path, topology=topology, sources=local, kwok_manifests=str(tmp_path))
+    assert [f.what for f in fetches.planned_fetches(settings, lambda i: True)] == [f"the image {images[0]} of kwok"]
+    given = dataclasses.replace(local, load_images=(*local.load_images, f"{images[0]}:latest"))
+    settings = make_settings(tmp_path, topology=topology, sources=given, kwok_manifests=str(tmp_path))
+    assert fetches.planned_fetches(settings, lambda image: True) == []
