@@ -1,10 +1,11 @@
-"""kind clusters: a config generated from the topology, created, loaded and deleted through pytest-kind-ng.
+"""kind clusters: a config generated from the topology, created and deleted through pytest-kind-ng.
 
-``pytest_kind.KindCluster`` runs ``kind create/delete cluster`` and ``kind load docker-image``; the suite gives it
+``pytest_kind.KindCluster`` runs ``kind create/delete cluster``; the suite gives it
 the kind binary found on PATH or in ``.tools/bin`` (never its built-in download of an old kind) and the generated
 config file. Where it falls short the kind CLI is called through :mod:`clusters.commands`: ``kind get clusters``
-(to know whether this run creates the cluster, so it never deletes one it did not create) and ``kind get
-kubeconfig`` (a reused cluster's kubeconfig). ``KindCluster`` does not capture what kind prints, so the suite
+(to know whether this run creates the cluster, so it never deletes one it did not create), ``kind get
+kubeconfig`` (a reused cluster's kubeconfig) and ``kind load docker-image`` of every image at once (KindCluster
+loads one image per call). ``KindCluster`` does not capture what kind prints, so the suite
 captures it around each call and quotes its tail when kind fails.
 """
 
@@ -167,13 +168,20 @@ class KindProvider:
         progress.report(f"kind cluster {self.name} created")
 
     def load_images(self, images: tuple[str, ...], hint: str = LOAD_HINT) -> None:
-        for image in images:
-            progress.report(f"loading image {image} into kind cluster {self.name}")
-            self._kind_step(
-                f"loading {image} into kind cluster {self.name}",
-                lambda cluster, image=image: cluster.load_docker_image(image),
-                hint.format(image=image),
-            )
+        """Put ``images`` from the local Docker on every node, in one ``kind load docker-image`` (kind saves them
+        into one archive and imports it once per node, instead of once per image and node)."""
+        if not images:
+            return
+        progress.report(f"loading {len(images)} image(s) into kind cluster {self.name}: {', '.join(images)}")
+        argv = [self._kind(), "load", "docker-image", "--name", self.name, *images]
+        done = self.runner(argv, timeout=self.timeouts("install"), check=False)
+        if done.returncode != 0:
+            output = done.stderr or done.stdout
+            missing = [image for image in images if image in output] or list(images)
+            raise commands.CommandFailed(
+                argv, f"failed (exit {done.returncode}) while loading images into kind cluster {self.name}", output,
+                hint.format(image=missing[0]),
+            )  # fmt: skip
 
     def load_workload_image(self, image: str) -> None:
         """Put the image of the cases' pods on every node before any case runs, so no case waits for a registry

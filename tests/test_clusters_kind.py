@@ -197,9 +197,11 @@ def test_images_are_loaded_and_a_missing_image_is_named(fake_kind: FakeKind, tmp
     up(tmp_path)
     fake_kind.update(missing_images=["localhost/kai/admission:pr-1"])
     p = provider(tmp_path)
-    p.load_images(("localhost/kai/operator:pr-1",))
-    assert fake_kind.state["loaded"] == ["localhost/kai/operator:pr-1"]
-    assert fake_kind.calls("load") == [["load", "docker-image", "--name", "kc-test", "localhost/kai/operator:pr-1"]]
+    p.load_images(("localhost/kai/operator:pr-1", "localhost/kai/binder:pr-1"))
+    assert fake_kind.state["loaded"] == ["localhost/kai/operator:pr-1", "localhost/kai/binder:pr-1"]
+    assert fake_kind.calls("load") == [  # one archive for all, imported once per node
+        ["load", "docker-image", "--name", "kc-test", "localhost/kai/operator:pr-1", "localhost/kai/binder:pr-1"]
+    ]
     with pytest.raises(
         CommandFailed, match=r"(?s)not present locally.*docker image inspect localhost/kai/admission:pr-1"
     ):

@@ -114,13 +114,15 @@ elif verb == "create cluster":
 elif verb == "delete cluster":
     state["clusters"] = [c for c in state["clusters"] if c != flag("name")]
 elif verb == "load docker-image":
-    if args[-1] in state["missing_images"]:
-        finish(1, "ERROR: image: \\"%s\\" not present locally" % args[-1])
-    if args[-1] in state.get("one_platform_images", []):
-        finish(1, "ERROR: failed to load image: command \\"docker exec --privileged -i kc-control-plane ctr "
-                  "--namespace=k8s.io images import --all-platforms --digests --snapshotter=overlayfs -\\" failed "
-                  "with error: exit status 1\\nCommand Output: ctr: content digest sha256:b1ad: not found")
-    state["loaded"].append(args[-1])
+    images = [a for i, a in enumerate(args[2:], 2) if not a.startswith("--") and args[i - 1] != "--name"]
+    for image in images:
+        if image in state["missing_images"]:
+            finish(1, "ERROR: image: \\"%s\\" not present locally" % image)
+        if image in state.get("one_platform_images", []):
+            finish(1, "ERROR: failed to load image: command \\"docker exec --privileged -i kc-control-plane ctr "
+                      "--namespace=k8s.io images import --all-platforms --digests --snapshotter=overlayfs -\\" "
+                      "failed with error: exit status 1\\nCommand Output: ctr: content digest sha256:b1ad: not found")
+    state["loaded"].extend(images)
 elif verb == "load image-archive":
     with open(args[2]) as f:
         state["loaded"].append(f.read())
