@@ -138,32 +138,35 @@ def test_a_cleanup_that_cannot_finish_is_an_error_naming_what_is_stuck(
     assert fake.objects(kinds.NAMESPACE) == []  # the rest was still removed
 
 
-def test_workloads_are_gone_with_what_they_own_before_their_namespace_is_deleted(
-    pytester: pytest.Pytester, fake: FakeKube
-) -> None:
+def test_the_jobs_of_a_namespace_are_gone_before_it_is_deleted(pytester: pytest.Pytester, fake: FakeKube) -> None:
     """Real kind: a namespace deleted while a Job still owned a Failed pod stayed Terminating, because the Job
     controller keeps the pod's tracking finalizer until a replacement exists and a terminating namespace takes none.
-    The pod here holds such a finalizer for a few API calls after its deletion, as the Job controller does."""
-    pod_key = None
+    The Job here stays a few API calls after its deletion (its controller's finalizer), as the GC and the Job
+    controller take their time; the namespace must not be deleted before it is gone."""
     at_namespace_delete: list[list[str]] = []
 
     def job_controller(kube: FakeKube, call) -> None:
-        nonlocal pod_key
         for key, obj in list(kube.store.items()):
             meta = obj["metadata"]
-            if obj["kind"] == "Pod" and not meta.get("deletionTimestamp") and pod_key is None:
-                meta["finalizers"] = ["batch.kubernetes.io/job-tracking"]
-                pod_key = key
-            elif key == pod_key and meta.get("deletionTimestamp"):
+            if obj["kind"] == "Job" and not meta.get("deletionTimestamp"):
+                meta["finalizers"] = ["kai-conformance.test/slow-controller"]
+            elif obj["kind"] == "Job":
                 meta["deletionTimestamp"] += "."  # counts the calls since the deletion in the timestamp's tail
                 if meta["deletionTimestamp"].endswith("...."):
-                    meta["finalizers"] = []
                     kube.store.pop(key)
         if call.operation == "delete" and call.kind == "Namespace":
-            at_namespace_delete.append([o["metadata"]["name"] for o in kube.stored(kinds.POD)])
+            at_namespace_delete.append([o["metadata"]["name"] for o in kube.stored(kinds.JOB)])
 
     fake.reactors.append(job_controller)
-    result = pytester.runpytest_inprocess("-k", "test_passes", "-p", "no:cacheprovider")
+    pytester.makepyfile(
+        test_job="""
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {}}}}
+
+def test_a_job(workspace):
+    workspace.apply(JOB)
+"""
+    )
+    result = pytester.runpytest_inprocess("test_job.py", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    assert [c.detail for c in fake.operations("delete") if c.kind == "Pod"] == ["Foreground"]
     assert at_namespace_delete == [[]]
+    assert fake.objects(kinds.JOB) == [] and fake.objects(kinds.NAMESPACE) == []
