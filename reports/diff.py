@@ -49,6 +49,7 @@ VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}\b"), "-<id>"),  # generateName suffixes (a Job's pods)
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds?)\b"), "<duration>"),
     (re.compile(r"\b[\d,]+ watch event"), "<n> watch event"),  # how busy the watch was, not what it saw
+    (re.compile(r"\b[a-z0-9.-]+-(?:control-plane|worker\d*)\b"), "<node>"),  # kind nodes carry the cluster's name
 )  # fmt: skip
 
 #: A label observation in words, by (expected, observed).

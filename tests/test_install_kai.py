@@ -47,7 +47,9 @@ def test_pr_chart_directory_with_image_overrides_command_line(stack: SimulatedSt
         "--create-namespace", "--values", "extra.yaml", "--set", "global.registry=localhost/kai",
         "--set", "global.tag=pr-42", "--set", "scheduler.args.v=4", "--timeout", "6s", "--kubeconfig", "/tmp/kc",
     )]  # fmt: skip
-    assert (record["source"], record["version"], record["expectations"]) == ("pr", "PR build pr-42", "v0.17.0")
+    assert (record["source"], record["version"], record["expectations"]) == (
+        "pr", "PR build pr-42 (expectations v0.17.0)", "v0.17.0",
+    )  # fmt: skip
     assert record["values"] == {
         "global": {"registry": "localhost/kai", "tag": "pr-42"},
         "scheduler": {"args": {"v": "4"}},

@@ -161,6 +161,8 @@ def test_placement_names_the_shape_not_the_nodes() -> None:
     assert diff.masked("pg-gang-0f3c9d2e-1111-4a2b-9c3d-123456789abc in kc-gang-fits-a1b2c3 after 12.5 s") == (
         "pg-gang-<uid> in <namespace> after <duration>"
     )
+    # Two real kind runs of two KAI versions named their clusters kc-gate and kc-lts: the same placement.
+    assert diff.masked("all 2 pods bound (kc-gate-worker×2)") == diff.masked("all 2 pods bound (kc-lts-worker3×2)")
 
 
 def test_a_metric_regression_is_listed_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.crds import check_crds
 from kai_conformance.clusters.install.evidence import canonical_repository, establish_version, find_deployments
 from kai_conformance.clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures import api_views, kinds
 from kai_conformance.fixtures.kube import KubeApi
 
 LABELS = {"kai": "KAI Scheduler", "jobset": "JobSet", "trainer": "Kubeflow Trainer"}
@@ -26,7 +26,7 @@ def running_images(kube: KubeApi, namespaces: Iterable[str], of: Iterable[str] |
     found: dict[str, str] = {}
     for namespace in sorted(set(namespaces)):
         for pod in kube.list(kinds.POD, namespace):
-            for status in pod.get("status", {}).get("containerStatuses", []) or []:
+            for status in api_views.pod(pod).get("status", {}).get("containerStatuses", []) or []:
                 image = status.get("image")
                 if image and (repositories is None or canonical_repository(image) in repositories):
                     found[image] = status.get("imageID", "")
@@ -42,6 +42,8 @@ def installed(component: Component, *, pr_build: str | None, refs: list[tuple[st
               webhook: str, crds: str, origin: str, **details: Any) -> dict[str, Any]:  # fmt: skip
     """The record of a component this run installed from ``origin``; ``pr_build`` says what was built when it
     came from a PR."""
+    if pr_build and component.expectations_version not in pr_build:  # a chart directory names no version
+        pr_build += f" (expectations {component.expectations_version})"
     return record(
         version=pr_build or component.version,
         version_source="installed",
