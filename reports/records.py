@@ -18,9 +18,16 @@ RECORDS_DIR = "records"
 
 
 class VerdictLike(Protocol):
-    detector: str
-    ok: bool
-    explanation: str
+    """What the recorder reads of a verdict (read-only: the detectors' ``Verdict`` is a frozen dataclass)."""
+
+    @property
+    def detector(self) -> str: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def explanation(self) -> str: ...
 
 
 @dataclass

@@ -132,9 +132,14 @@ def test_an_unknown_marker_is_refused_against_the_plugin_s_markers(tmp_path: Pat
 
 def test_every_folder_of_the_package_is_in_the_distribution() -> None:
     """A folder missing from pyproject.toml's packages would be missing from the wheel, silently. (Folders of
-    tracked files only: reports/output/ is a run's, ignored by git.)"""
+    tracked files only: reports/output/ is a run's, ignored by git.) The package's folders are src/kai_conformance/'s
+    links, each to the repository's folder of its name."""
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    roots = list(setuptools["package-dir"].values())
-    tracked = subprocess.run(["git", "ls-files", *roots], cwd=REPO, capture_output=True, text=True, check=True)
+    assert setuptools["package-dir"] == {"": "src"}
+    package = REPO / "src" / "kai_conformance"
+    links = sorted(p.name for p in package.iterdir() if p.is_symlink())
+    assert links == ["clusters", "fixtures", "reports", "suites"]
+    assert all((package / link).readlink() == Path("..", "..", link) for link in links)  # relative: any clone
+    tracked = subprocess.run(["git", "ls-files", *links], cwd=REPO, capture_output=True, text=True, check=True)
     folders = {"kai_conformance." + ".".join(Path(file).parent.parts) for file in tracked.stdout.splitlines()}
-    assert folders == set(setuptools["packages"])
+    assert folders | {"kai_conformance"} == set(setuptools["packages"])

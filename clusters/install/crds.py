@@ -10,9 +10,10 @@ answer from API discovery, which every user may read, and the record says which 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures import api_views, errors, kinds, progress
 from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
@@ -29,11 +30,13 @@ def crd_name(kind: Kind) -> str:
     return kind.resource  # ``queues.scheduling.run.ai``: a CRD is named plural.group
 
 
-def _served_versions(crd: dict[str, Any]) -> list[str]:
+def _served_versions(obj: Mapping[str, Any]) -> list[str]:
+    crd = api_views.crd(obj)
     return [v["name"] for v in crd.get("spec", {}).get("versions", []) if v.get("served")]
 
 
-def _established(crd: dict[str, Any]) -> tuple[bool, str]:
+def _established(obj: Mapping[str, Any]) -> tuple[bool, str]:
+    crd = api_views.crd(obj)
     for condition in crd.get("status", {}).get("conditions", []) or []:
         if condition.get("type") == "Established":
             return condition.get("status") == "True", condition.get("message", "")
@@ -49,14 +52,15 @@ def check_crds(kube: KubeApi, component: str, label: str, timeouts: TimeoutPolic
         found = {kind: kube.find(kinds.CRD, crd_name(kind)) for kind in wanted}
     except errors.Forbidden as exc:
         return _by_discovery(kube, wanted, label, fix, exc)
-    missing = [f"{crd_name(k)} ({k.kind})" for k, crd in found.items() if crd is None]
+    present = {kind: crd for kind, crd in found.items() if crd is not None}
+    missing = [f"{crd_name(k)} ({k.kind})" for k in found if k not in present]
     if missing:
         raise errors.InfrastructureError(
             f"{label} is not installed: CustomResourceDefinition {', '.join(missing)} missing. fix: {fix}"
         )
     unserved = [
         f"{crd_name(k)} serves {', '.join(_served_versions(crd)) or 'no version'}, not {k.version}"
-        for k, crd in found.items()
+        for k, crd in present.items()
         if k.version not in _served_versions(crd)
     ]
     if unserved:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from kai_conformance.clusters import commands
-from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures import api_views, errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi, describe
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
@@ -100,8 +100,8 @@ def wait_established(kube: KubeApi, names: list[str], timeouts: TimeoutPolicy, c
     def probe() -> Observation:
         pending = []
         for name in names:
-            crd = kube.find(kinds.CRD, name)
-            conditions = (crd or {}).get("status", {}).get("conditions", [])
+            crd = api_views.crd(kube.find(kinds.CRD, name) or {})
+            conditions = crd.get("status", {}).get("conditions", [])
             if not any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
                 pending.append(name)
         return Observation(not pending, f"not yet Established: {', '.join(pending)}" if pending else "Established")

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from kai_conformance.fixtures import api_views
 from kai_conformance.suites.support.expectations import MIN_MEMBER_ANNOTATION, kai_row
 
 
@@ -81,7 +82,7 @@ class ElasticRow:
 
     def minimum_in(self, podgroup: dict[str, Any], replicated_job: str = "node") -> int | None:
         """The minimum the PodGroup sets for (one replica of) ``replicated_job``, or None when it sets none."""
-        spec = podgroup.get("spec") or {}
+        spec = api_views.podgroup(podgroup).get("spec", {})
         if self.source is not MinimumSource.REPLICATED_JOB_TEMPLATE:
             return spec.get("minMember")
         leaf = self.leaf(replicated_job)

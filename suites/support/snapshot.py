@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.fixtures import api_views
 from kai_conformance.suites.support.expectations import (
     JOBSET_API_VERSION,
     JOBSET_NAME_LABEL,
@@ -69,7 +70,7 @@ def is_terminating(pod: Obj) -> bool:
 
 def is_live(pod: Obj) -> bool:
     """Counts toward its gang: not being deleted and not finished."""
-    return not is_terminating(pod) and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    return not is_terminating(pod) and api_views.pod(pod).get("status", {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def condition(pod: Obj, kind: str) -> Obj | None:
@@ -89,8 +90,8 @@ def bound_at(pod: Obj) -> float | None:
 
 
 def running_at(pod: Obj) -> float | None:
-    for status in pod.get("status", {}).get("containerStatuses") or []:
-        started = (status.get("state") or {}).get("running", {}).get("startedAt")
+    for status in api_views.pod(pod).get("status", {}).get("containerStatuses") or []:
+        started = status.get("state", {}).get("running", {}).get("startedAt")
         if started:
             return parse_time(started)
     return None
@@ -98,15 +99,16 @@ def running_at(pod: Obj) -> float | None:
 
 def container_waiting(pod: Obj) -> str:
     """Why the first container is not running: ``ImagePullBackOff: ...``, the pod phase, or ``not started``."""
-    for status in pod.get("status", {}).get("containerStatuses") or []:
-        waiting = (status.get("state") or {}).get("waiting")
+    status = api_views.pod(pod).get("status", {})
+    for container in status.get("containerStatuses") or []:
+        waiting = container.get("state", {}).get("waiting")
         if waiting:
             return f"{waiting.get('reason', 'waiting')}: {waiting.get('message', '')}".rstrip(": ")
-    return pod.get("status", {}).get("phase") or "not started"
+    return status.get("phase") or "not started"
 
 
 def is_running(pod: Obj) -> bool:
-    return pod.get("status", {}).get("phase") == "Running" and running_at(pod) is not None
+    return api_views.pod(pod).get("status", {}).get("phase") == "Running" and running_at(pod) is not None
 
 
 def gpus_of(pod: Obj) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kai_conformance.fixtures import api_views
 from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
 from kai_conformance.suites.support.expectations import UNSCHEDULABLE_CONDITION, UNSCHEDULABLE_REASON
 from kai_conformance.suites.support.snapshot import NAMED, Obj, Snapshot, name_of
@@ -13,7 +14,7 @@ from kai_conformance.suites.support.snapshot import NAMED, Obj, Snapshot, name_o
 def _podgroup_reasons(snap: Snapshot, podgroup: Obj) -> list[tuple[str, str]]:
     """(reason, text) pairs the PodGroup gives: its unschedulable conditions' reasons, then its events."""
     found: list[tuple[str, str]] = []
-    for cond in (podgroup.get("status") or {}).get("schedulingConditions") or []:
+    for cond in api_views.podgroup(podgroup).get("status", {}).get("schedulingConditions") or []:
         if cond.get("type") != UNSCHEDULABLE_CONDITION or cond.get("status") != "True":
             continue
         for reason in cond.get("reasons") or []:
