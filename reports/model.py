@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-import textwrap
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 
 from kai_conformance.reports import categories
 from kai_conformance.reports.categories import Category
 from kai_conformance.reports.records import CaseRecord, LabelObservation, PodTimes
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.status import STATUS_ORDER, Status, exception_lines, plural, status_of
+from kai_conformance.reports.verdict import CONFORMANT_ASSUMED, Verdict, verdict_of
+
+# Where a status or the verdict is needed, this module's name has always served: they live in status.py and
+# verdict.py now, and stay importable from here.
+__all__ = ["CONFORMANT_ASSUMED", "STATUS_ORDER", "Status", "Verdict", "exception_lines", "plural", "status_of"]
 
 #: Areas in report order, with their headings (the area markers of fixtures/markers.py).
 AREAS: dict[str, str] = {
@@ -44,61 +48,9 @@ FIRST_DIAGNOSTICS = ("events.txt", "pods.txt", "podgroups.yaml", "case-objects.y
                      "logs-kai-scheduler.txt", "gpus.txt")  # fmt: skip
 
 
-class Status(Enum):
-    """A case's status in the reports; ``severity`` orders them (worst first) and aggregates matrix cells."""
-
-    FAILED = ("failed", "product failure", "✗", 5)
-    BROKEN = ("broken", "infrastructure error", "⚠", 4)
-    XPASSED = ("xpassed", "unexpected pass", "!", 3)
-    XFAILED = ("xfailed", "known deviation", "◇", 2)
-    PASSED = ("passed", "passed", "✓", 1)
-    SKIPPED = ("skipped", "skipped", "○", 0)
-
-    def __init__(self, key: str, label: str, symbol: str, severity: int) -> None:
-        self.key, self.label, self.symbol, self.severity = key, label, symbol, severity
-
-    @property
-    def conforming(self) -> bool:
-        return self in (Status.PASSED, Status.XFAILED)
-
-
-STATUS_ORDER = sorted(Status, key=lambda s: -s.severity)
-
-
-def status_of(record: CaseRecord) -> Status:
-    outcome, kind = record.outcome, record.failure_kind
-    if outcome == "passed":
-        return Status.PASSED
-    if outcome == "skipped":
-        return Status.SKIPPED
-    if outcome == "xpassed" or (outcome == "failed" and "XPASS(strict)" in record.message):
-        return Status.XPASSED
-    if outcome == "xfailed":
-        # A known deviation only counts as reproduced when the product, not the infrastructure, failed.
-        return Status.BROKEN if kind == categories.INFRASTRUCTURE else Status.XFAILED
-    if kind == categories.PRODUCT:
-        return Status.FAILED
-    if kind == categories.INFRASTRUCTURE:
-        return Status.BROKEN
-    return Status.FAILED if outcome == "failed" else Status.BROKEN
-
-
-def exception_lines(message: str) -> list[str]:
-    """The exception's own lines from a pytest traceback text (``E   ...``), else its last lines."""
-    lines = [line[1:] for line in message.splitlines() if line.startswith("E ") or line == "E"]
-    if lines:
-        return textwrap.dedent("\n".join(lines)).splitlines()
-    return [line for line in message.strip().splitlines()[-20:]]
-
-
 def area_of(record: CaseRecord) -> str:
     """The record's area; control cases without one count as their own area."""
     return record.area or ("control" if "control" in record.markers else "")
-
-
-def plural(count: int, noun: str, plural_form: str | None = None) -> str:
-    """``1 product failure`` / ``2 product failures``."""
-    return f"{count} {noun if count == 1 else plural_form or noun + 's'}"
 
 
 def behaviour_of(nodeid: str) -> str:
@@ -322,18 +274,6 @@ class AreaSummary:
         return sum(self.counts.values())
 
 
-#: Conformant, but some expectations were assumed from another version's rows (clusters/assumptions.py).
-CONFORMANT_ASSUMED = "conformant-assumed"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    code: str  # conformant | conformant-assumed | not-conformant | inconclusive | expectations-outdated | empty
-    headline: str
-    detail: str
-    status: Status
-
-
 @dataclass
 class Report:
     title: str
@@ -389,47 +329,7 @@ class Report:
 
     @property
     def verdict(self) -> Verdict:
-        totals = self.totals
-        observed = sum(n for s, n in totals.items() if s is not Status.SKIPPED)
-        known = f"; {plural(totals[Status.XFAILED], 'known deviation')}" if totals[Status.XFAILED] else ""
-        if totals[Status.FAILED]:
-            return Verdict(
-                "not-conformant",
-                f"Not conformant: {plural(totals[Status.FAILED], 'product failure')}",
-                "The system under test misbehaved in the cases listed under Product failures.",
-                Status.FAILED,
-            )
-        if totals[Status.BROKEN]:
-            return Verdict(
-                "inconclusive",
-                f"Inconclusive: {plural(totals[Status.BROKEN], 'case')} not observed (infrastructure)",
-                "No product failure was seen, but the listed cases could not observe the behaviour.",
-                Status.BROKEN,
-            )
-        if totals[Status.XPASSED]:
-            return Verdict(
-                "expectations-outdated",
-                f"Expectations out of date: {plural(totals[Status.XPASSED], 'unexpected pass', 'unexpected passes')}",
-                "A documented deviation no longer happens: update the expectation table.",
-                Status.XPASSED,
-            )
-        if not observed:
-            return Verdict("empty", "No case was observed", "Every case was skipped or none ran.", Status.SKIPPED)
-        suffix = " (run interrupted: partial)" if self.interrupted else ""
-        if self.assumptions:
-            return Verdict(
-                CONFORMANT_ASSUMED,
-                f"Conformant against assumed expectations: {plural(observed, 'case')} behaved as expected{suffix}",
-                f"{totals[Status.PASSED]} passed{known}; {totals[Status.SKIPPED]} skipped. "
-                + " ".join(f"{a}." for a in self.assumptions),
-                Status.PASSED,
-            )
-        return Verdict(
-            "conformant",
-            f"Conformant: {plural(observed, 'case')} behaved as expected{suffix}",
-            f"{totals[Status.PASSED]} passed{known}; {totals[Status.SKIPPED]} skipped.",
-            Status.PASSED,
-        )
+        return verdict_of(self.totals, interrupted=self.interrupted, assumptions=self.assumptions)
 
 
 @dataclass
