@@ -13,19 +13,11 @@ import jinja2
 from markupsafe import Markup
 
 from kai_conformance.reports.diff import Diff
-from kai_conformance.reports.html import TEMPLATES, when
+from kai_conformance.reports.html import TEMPLATES, base_environment
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(when=when)
-    return env
+    return base_environment()
 
 
 def render(result: Diff) -> str:

@@ -57,7 +57,9 @@ def api_load_rows(run: RunInfo) -> list[tuple[str, str]]:
     return apiload.rows(load) if load is not None else []
 
 
-def _environment() -> jinja2.Environment:
+def base_environment() -> jinja2.Environment:
+    """The Jinja environment of every page of reports/templates: autoescaped (every text comes from records),
+    strict about undefined names, with the ``when`` filter."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
@@ -65,7 +67,13 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(when=when, duration=duration, flatten=flatten, gpu_topology=gpu_topology)
+    env.filters.update(when=when)
+    return env
+
+
+def _environment() -> jinja2.Environment:
+    env = base_environment()
+    env.filters.update(duration=duration, flatten=flatten, gpu_topology=gpu_topology)
     env.globals.update(
         svg_timeline=svg_timeline,
         svg_series=svg_series,
