@@ -79,6 +79,12 @@ def assume_component(component_class: type, kind: str, version: str, known: Mapp
     return dataclasses.replace(base, version=version, fields=fields, assumed_from=base_version)  # type: ignore[call-arg]
 
 
+def kubernetes_minor_of(version: str) -> str:
+    """``v1.36.4`` / ``1.36.4`` / ``1.36`` → ``1.36``; anything else comes back without its ``v``."""
+    plain = version.strip().removeprefix("v")
+    return ".".join(plain.split(".")[:2]) if plain.count(".") == 2 else plain
+
+
 def kubernetes_key(minor: str) -> tuple[int, int]:
     major, _, rest = minor.partition(".")
     return int(major), int(rest or 0)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from kai_conformance.clusters.assumptions import assume_component, nearest_minor, normalized
+from kai_conformance.clusters.assumptions import assume_component, kubernetes_minor_of, nearest_minor, normalized
 from kai_conformance.fixtures.errors import UsageError
 
 CLUSTERS_DIR = Path(__file__).resolve().parent
@@ -209,10 +209,7 @@ class Catalog:
     def kubernetes_minor(self, requested: str | None, combo: Combination) -> str:
         """The requested minor (``v1.36.4`` → ``1.36``): a supported one, or a newer one that assumes the newest
         supported minor's expectations (:meth:`kubernetes_assumed_from`)."""
-        minor = requested or str(self.defaults["kubernetes"])
-        minor = minor.removeprefix("v")
-        if minor.count(".") == 2:  # accept 1.35.0
-            minor = ".".join(minor.split(".")[:2])
+        minor = kubernetes_minor_of(requested or str(self.defaults["kubernetes"]))
         if not re.fullmatch(r"\d+\.\d+", minor):
             raise UsageError(f"Kubernetes {minor!r} is not a version (1.36, v1.36.4); supported: "
                              f"{', '.join(combo.kubernetes)}")  # fmt: skip

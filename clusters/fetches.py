@@ -153,7 +153,9 @@ def planned_fetches(settings: Settings, image_present: Callable[[str], bool]) ->
         combo, sources = settings.combination, settings.sources
         fetches += _chart_fetch(sources.kai_chart, combo.kai.fields["chart"], str(combo.kai.fields["chart_version"]),
                                 "KAI Scheduler", "--kai-chart")  # fmt: skip
-        loaded = sources.load_images if kind else None
+        # Without any --load-image one entry below says the nodes pull every image; with some, each image of a local
+        # manifests file that none of them gives is named.
+        loaded = sources.load_images if kind and sources.load_images else None
         if sources.trainer_manifests:
             fetches += _manifests_fetch(
                 sources.trainer_manifests, "the Trainer manifests", "--trainer-manifests", loaded
@@ -168,14 +170,14 @@ def planned_fetches(settings: Settings, image_present: Callable[[str], bool]) ->
             fetches.append(Fetch("the images of KAI Scheduler, JobSet and Trainer", "pulled by the kind nodes",
                                  "--load-image=IMAGE for each image, already in the local Docker (with "
                                  "--kai-image-registry/--kai-image-tag when they are named otherwise)"))  # fmt: skip
-    if kind and settings.topology.fake_nodes.count and settings.kwok_manifests is None:
+    kwok_dir = settings.kwok_manifests
+    if kind and settings.topology.fake_nodes.count and kwok_dir is not None:
+        fetches += _unloaded_images(Path(kwok_dir) / KWOK_ASSETS[0], "kwok", settings.sources.load_images)
+    elif kind and settings.topology.fake_nodes.count:
         fetches.append(Fetch(f"kwok {settings.catalog.kwok.get('version', '')} release assets "
                              f"({', '.join(KWOK_ASSETS)})", "downloaded from its release",
                              f"--kwok-manifests=DIR holding {' and '.join(KWOK_ASSETS)} of that release, and "
                              "--load-image of the kwok image its kwok.yaml names"))  # fmt: skip
-    elif kind and settings.topology.fake_nodes.count:
-        fetches += _unloaded_images(Path(settings.kwok_manifests or "") / KWOK_ASSETS[0], "kwok",
-                                    settings.sources.load_images)  # fmt: skip
     if kind and not image_present(settings.workload_image):
         fetches.append(Fetch(f"the workload image {settings.workload_image}", "pulled into the local Docker",
                              "`docker load` it, or pass --workload-image=IMAGE naming an image in the local Docker "

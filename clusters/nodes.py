@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kai_conformance.clusters import commands
+from kai_conformance.clusters.assumptions import kubernetes_key
+from kai_conformance.clusters.kwok import KWOK_ANNOTATION
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.kube import KubeApi
 
@@ -40,15 +42,7 @@ def minor_of_image(image: str) -> str | None:
 
 
 def kubelet_refuses_cgroup_v1(minor: str) -> bool:
-    major, _, rest = minor.partition(".")
-    return (int(major), int(rest or 0)) >= FAIL_CGROUP_V1_FROM
-
-
-def engine_cgroup_version(runner: commands.Runner, timeout: float) -> str | None:
-    """The container engine's cgroup version (``"1"`` or ``"2"``), ``None`` when it does not say."""
-    answer = runner([commands.tool("docker"), "info", "--format", "{{.CgroupVersion}}"], timeout=timeout, check=False)
-    version = answer.stdout.strip() if answer.returncode == 0 else ""
-    return version if version in ("1", "2") else None
+    return kubernetes_key(minor) >= FAIL_CGROUP_V1_FROM
 
 
 def container_images(runner: commands.Runner, names: Iterable[str], timeout: float) -> dict[str, str]:
@@ -73,8 +67,8 @@ def _distinct(values: Iterable[str]) -> str:
 def nodes_running(kube: KubeApi, images: dict[str, str] | None = None) -> dict[str, Any]:
     """What the cluster's real nodes run (kwok's fake nodes left out): kubelet, container runtime, OS and, where
     known, the node image; each value is one version, or each version with its count when nodes differ."""
-    nodes = [n for n in kube.list(kinds.NODE) if (n.get("metadata", {}).get("annotations") or {}).get(
-        "kwok.x-k8s.io/node") != "fake"]  # fmt: skip
+    nodes = [n for n in kube.list(kinds.NODE)
+             if n.get("metadata", {}).get("annotations", {}).get(KWOK_ANNOTATION) != "fake"]  # fmt: skip
     info = [n.get("status", {}).get("nodeInfo", {}) for n in nodes]
     running: dict[str, Any] = {
         "count": len(nodes),

@@ -163,3 +163,15 @@ def test_a_kubernetes_minor_without_a_pinned_image_runs_with_a_node_image_and_as
     assert settings.assumptions == [
         f"Kubernetes 1.99 is not in the expectation tables: expectations assumed from {newest}"
     ]
+
+
+def test_a_reused_cluster_is_only_checked_for_cgroup_v1_when_it_does_not_exist_yet() -> None:
+    """--reuse-cluster NAME creates NAME when it is absent: that creation must meet the cgroup v1 check too."""
+    found = lambda tool: f"/usr/bin/{tool}"  # noqa: E731
+
+    def kind(listed: str):
+        return lambda argv, timeout: subprocess.CompletedProcess(argv, 0, listed, "")
+
+    assert preflight.kind_cluster_exists("kc-gate", kind("kc-gate\nother\n"), found)
+    assert not preflight.kind_cluster_exists("kc-gate", kind("kc-gate-old\n"), found)
+    assert not preflight.kind_cluster_exists("kc-gate", kind(""), lambda tool: None)
