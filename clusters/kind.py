@@ -59,7 +59,7 @@ def kind_config(topology: Topology, node_image: str, *, kubelet_cgroup_v1: bool 
     ``kubelet_cgroup_v1`` every kubelet may run on a cgroup v1 host (clusters/nodes.py)."""
     nodes = []
     worker_index = 0
-    for spec in topology.nodes:
+    for spec in topology.kind_nodes:
         node: dict[str, Any] = {"role": spec.role, "image": node_image}
         labels = dict(spec.labels)
         if spec.role == "worker":

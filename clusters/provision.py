@@ -30,6 +30,7 @@ from kai_conformance.clusters.install.stack import in_parallel, install_stack, v
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
 from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
 from kai_conformance.clusters.layout import describe_gpus
+from kai_conformance.clusters.slices import install_slices
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.cleanup import removal_command
@@ -165,6 +166,8 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     if settings.install and (state.provider == "kind" or gpu_sharing.has_fake_gpu_nodes(kube)):
         suite_objects += gpu_sharing.ensure_fraction_runtime_class(kube, run.run_id)  # fake GPUs have no `nvidia`
     behaviour = prove_scheduling(kube, run.run_id, settings.workload_image, settings.timeouts)
+    slices, slice_record = _slices(kube, state, settings, run)
+    layout = {name: gpus for name, gpus in layout.items() if not any(name in s for s in slices.values())}
     stack = {
         "combination": settings.combination.name,
         "description": settings.combination.describe(),
@@ -176,20 +179,37 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     }
     if kwok_record is not None:
         stack["kwok"] = {**kwok_record, "fake_nodes": fake_nodes}
+    if slice_record:
+        stack["slices"] = slice_record
     stack["nodes"] = _nodes_running(kube, state, tools, settings)
     if state.provider == "kind":
-        stack.update(
-            topology=settings.topology.name, node_image_pin=settings.node_image_pin,
-            loaded_images=list(settings.sources.load_images),
-        )  # fmt: skip
-        if settings.node_image_override:
-            stack["node_image_requested"] = settings.node_image_override
-        if settings.kubelet_cgroup_v1:
-            stack["kubelet_overrides"] = dict(nodes.CGROUP_V1_OVERRIDE)
-    ready = dataclasses.replace(state, gpus=layout, stack=stack, ready=True)
+        stack.update(_kind_record(settings))
+    ready = dataclasses.replace(state, gpus=layout, slices=slices, stack=stack, ready=True)
     ready.save(run.state_dir)
     progress.report(f"cluster {ready.name} ready: {_versions(done['stack'])}; GPUs {_gpus(ready.gpus)}")
     return ready
+
+
+def _kind_record(settings: Settings) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "topology": settings.topology.name,
+        "node_image_pin": settings.node_image_pin,
+        "loaded_images": list(settings.sources.load_images),
+    }
+    if settings.node_image_override:
+        record["node_image_requested"] = settings.node_image_override
+    if settings.kubelet_cgroup_v1:
+        record["kubelet_overrides"] = dict(nodes.CGROUP_V1_OVERRIDE)
+    return record
+
+
+def _slices(
+    kube: KubeApi, state: ClusterState, settings: Settings, run: RunContext
+) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
+    """The slices' nodes (slice → node → GPUs) and what installing them recorded; none off kind."""
+    layouts = settings.topology.slice_layouts(state.name) if state.provider == "kind" else {}
+    record = install_slices(kube, run.run_id, layouts, settings.workload_image, settings.timeouts)
+    return {name: layout.by_name() for name, layout in layouts.items()}, record
 
 
 def _nodes_running(kube: KubeApi, state: ClusterState, tools: Toolbox, settings: Settings) -> dict[str, Any]:

@@ -21,7 +21,9 @@ class ClusterState:
     context: str | None = None
     created_by_run: bool = False  # only a cluster this run created is ever deleted by it
     kept: bool = False  # --keep-cluster / --reuse-cluster: never deleted
-    gpus: dict[str, int] = field(default_factory=dict)  # node name → GPUs
+    gpus: dict[str, int] = field(default_factory=dict)  # node name → GPUs, slices' nodes left out
+    #: slice name → its nodes' GPUs (clusters/slices.py): a node pool of its own, for one case at a time.
+    slices: dict[str, dict[str, int]] = field(default_factory=dict)
     stack: dict = field(default_factory=dict)  # what was installed (versions, images, values)
     ready: bool = False  # False while provisioning: the cluster exists (teardown applies) but is not usable yet
     #: Why cases marked ``disruptive`` may run here ("" = refused): a kind cluster, --allow-disruptive, or the

@@ -3,7 +3,8 @@
 The runtimes are modelled on Trainer's ``torch-distributed`` (one ``node`` replicatedJob labelled as the
 trainer ancestor step, a container named ``node``), with ``schedulerName: kai-scheduler`` in the pod template
 (the way KAI's podgrouper picks pods up, since Trainer has no KAI plugin) and a tiny workload that stays Running
-until it is evicted, and then ends ``Failed`` (:data:`WORKLOAD_COMMAND`). A twin runtime without
+until it is evicted, and then ends ``Failed``, or, when a TrainJob's environment says so, ends on its own after a
+stated time with a stated exit code (:data:`WORKLOAD_COMMAND`). A twin runtime without
 ``schedulerName`` lets control cases run the same workload under the default scheduler.
 
 Tests create their own leaf queues under :data:`PARENT_QUEUE`, so their quotas never touch the cluster's.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai_conformance.clusters.topology import NODE_POOL_LABEL
 from kai_conformance.fixtures import kinds
 
 KAI_SCHEDULER_NAME = "kai-scheduler"
@@ -46,13 +48,67 @@ EVICTED_EXIT_CODE = 143
 #: SIGKILLs the container after the grace period (exit 137, also ``Failed``, but 2 s later). ``sleep 1 & wait``
 #: rather than a foreground ``sleep``: POSIX sh runs a trap only after a foreground command ends, while ``wait`` is
 #: interrupted by a trapped signal at once (POSIX XCU 2.11 "Signals and Error Handling").
-WORKLOAD_COMMAND = ["sh", "-c", f"trap 'exit {EVICTED_EXIT_CODE}' TERM; while true; do sleep 1 & wait $!; done"]
+#:
+#: How long it runs and how it ends come from the container's environment, so that one image and one runtime serve
+#: workloads that end (the lifecycle area) and workloads that never do (every other area; the default):
+#:
+#: * :data:`RUN_SECONDS_ENV` unset: runs until it is killed, as above.
+#: * set: sleeps that many seconds, plus :data:`STAGGER_ENV` × its Job completion index (the Job controller puts the
+#:   index into ``JOB_COMPLETION_INDEX`` of every container of an Indexed Job), then exits :data:`EXIT_CODE_ENV`
+#:   (default 0; 0–255). With :data:`EXIT_INDEX_ENV` only the pod of that completion index ends; the others run on.
+#:
+#: SIGTERM still ends it at once, whatever it was doing: the one long ``sleep`` runs in the background and ``wait``
+#: returns on the trapped signal. :func:`planned_end` states the same contract in Python (the simulated kubelet of
+#: the self-tests follows it; tests/test_workload_command.py runs this very command under ``sh``).
+WORKLOAD_SCRIPT = (
+    f"trap 'exit {EVICTED_EXIT_CODE}' TERM; "
+    "i=${JOB_COMPLETION_INDEX:-0}; "
+    'if [ -n "${KC_RUN_SECONDS:-}" ] && [ "${KC_EXIT_INDEX:-$i}" = "$i" ]; then '
+    "sleep $((KC_RUN_SECONDS + i * ${KC_STAGGER_SECONDS:-0})) & wait $!; "
+    'exit "${KC_EXIT_CODE:-0}"; '
+    "fi; "
+    "while true; do sleep 1 & wait $!; done"
+)
+WORKLOAD_COMMAND = ["sh", "-c", WORKLOAD_SCRIPT]
+#: The environment variables the workload reads (set by a TrainJob's ``spec.trainer.env``, which Trainer v2.2 and
+#: v2.3 upsert into the ``node`` container of the trainer replicatedJob: pkg/runtime/framework/plugins/jobset/
+#: builder.go ``Trainer``, l. 160 at v2.2.0, l. 148 at v2.3.0; the torch plugin likewise, torch.go l. 120 / 141).
+RUN_SECONDS_ENV = "KC_RUN_SECONDS"
+EXIT_CODE_ENV = "KC_EXIT_CODE"
+EXIT_INDEX_ENV = "KC_EXIT_INDEX"
+STAGGER_ENV = "KC_STAGGER_SECONDS"
+#: What the Job controller sets in every container of an Indexed Job (pkg/controller/job/indexed_job_utils.go
+#: ``addCompletionIndexEnvVariable``: a fieldRef to the pod's completion-index label or annotation).
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 #: Seconds between SIGTERM and SIGKILL asked of the kubelet. 0 and 1 end the same way: the kubelet never gives a
 #: container less than 2 s (pkg/kubelet/kuberuntime/kuberuntime_manager.go ``minimumGracePeriodInSeconds = 2``,
 #: applied in kuberuntime_container.go ``killContainer``), and the workload exits within milliseconds of SIGTERM.
 #: 0 also lets the API server drop a deleted pod that has no node or no finalizer at once
 #: (pkg/registry/core/pod/strategy.go ``CheckGracefulDelete``), which keeps cleanup fast.
 WORKLOAD_GRACE_SECONDS = 0
+
+
+def planned_end(env: dict[str, str], index: int) -> tuple[float, int] | None:
+    """When and how :data:`WORKLOAD_COMMAND` ends on its own: (seconds after it started, exit code), or None when it
+    runs until it is killed. ``env`` is the container's environment, ``index`` its Job completion index."""
+    run = env.get(RUN_SECONDS_ENV)
+    if not run or env.get(EXIT_INDEX_ENV, str(index)) != str(index):
+        return None
+    return float(int(run) + index * int(env.get(STAGGER_ENV) or 0)), int(env.get(EXIT_CODE_ENV) or 0) % 256
+
+
+def lifetime_env(
+    run_seconds: int, *, exit_code: int = 0, exit_index: int | None = None, stagger_seconds: int = 0
+) -> dict[str, str]:
+    """The environment that makes the workload end after ``run_seconds`` with ``exit_code`` (see
+    :data:`WORKLOAD_COMMAND`): every pod, or only the pod of completion index ``exit_index``, pod ``i`` ``i`` ×
+    ``stagger_seconds`` later than pod 0."""
+    env = {RUN_SECONDS_ENV: str(run_seconds), EXIT_CODE_ENV: str(exit_code)}
+    if exit_index is not None:
+        env[EXIT_INDEX_ENV] = str(exit_index)
+    if stagger_seconds:
+        env[STAGGER_ENV] = str(stagger_seconds)
+    return env
 
 
 def unlimited_resources() -> dict[str, Any]:
@@ -100,6 +156,10 @@ def pod_spec(
     }
     if scheduler_name:
         spec["schedulerName"] = scheduler_name
+    else:  # kube-scheduler knows no node pools: keep its pods off the slices, which their own KAI schedulers own
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": NODE_POOL_LABEL, "operator": "DoesNotExist"}]}],
+        }}}  # fmt: skip
     if restart_policy:
         spec["restartPolicy"] = restart_policy
     return spec
@@ -120,21 +180,31 @@ def replicated_job(
     depends_on: list[dict[str, str]] | None = None,
     backoff_limit_per_index: int | None = WORKLOAD_BACKOFF_LIMIT_PER_INDEX,
     container: str = "node",
+    backoff_limit: int | None = None,
 ) -> dict:
-    """One replicatedJob of a runtime. ``ancestor="trainer"`` makes Trainer size it by ``numNodes``."""
+    """One replicatedJob of a runtime. ``ancestor="trainer"`` makes Trainer size it by ``numNodes``.
+
+    ``backoff_limit`` (with ``backoff_limit_per_index=None``): the Job-wide limit instead, e.g. 0 for a Job that fails
+    at its first failed pod (the lifecycle area's restarts; the Job controller then terminates the other pods)."""
     labels = dict(job_labels or {})
     if ancestor:
         labels[TRAINER_ANCESTOR_LABEL] = ancestor
-    # A per-index backoff limit requires Indexed completion (JobSet's default, made explicit) and restartPolicy Never.
-    restart_policy = "Never" if backoff_limit_per_index is not None else None
+    # A per-index backoff limit requires Indexed completion (JobSet's default, made explicit) and restartPolicy Never;
+    # a Job-wide one gets the same, so that a failed container fails its pod instead of restarting in place (JobSet's
+    # webhook would default restartPolicy to OnFailure).
+    limited = backoff_limit_per_index is not None or backoff_limit is not None
+    restart_policy = "Never" if limited else None
     job_spec: dict[str, Any] = {
         "template": {
             "spec": pod_spec(image, scheduler_name=scheduler_name, container=container, restart_policy=restart_policy)
         }
     }
-    if backoff_limit_per_index is not None:
+    if limited:
         job_spec["completionMode"] = "Indexed"
+    if backoff_limit_per_index is not None:
         job_spec["backoffLimitPerIndex"] = backoff_limit_per_index
+    elif backoff_limit is not None:
+        job_spec["backoffLimit"] = backoff_limit
     if pod_labels or pod_annotations:
         job_spec["template"]["metadata"] = {
             k: v for k, v in (("labels", pod_labels), ("annotations", pod_annotations)) if v
@@ -161,8 +231,10 @@ def training_runtime(
     jobset_labels: dict[str, str] | None = None,
     jobset_annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    failure_policy: dict[str, Any] | None = None,
 ) -> dict:
-    """A torch runtime: cluster-scoped (``ClusterTrainingRuntime``) unless ``namespace`` is given."""
+    """A torch runtime: cluster-scoped (``ClusterTrainingRuntime``) unless ``namespace`` is given; ``failure_policy``
+    is the JobSet's ``spec.failurePolicy`` (e.g. ``{"maxRestarts": 1}``)."""
     kind = kinds.TRAINING_RUNTIME if namespace else kinds.CLUSTER_TRAINING_RUNTIME
     metadata: dict[str, Any] = {"name": name, "labels": {FRAMEWORK_LABEL: "torch", **(labels or {})}}
     if namespace:
@@ -170,6 +242,8 @@ def training_runtime(
     template: dict[str, Any] = {
         "spec": {"replicatedJobs": replicated_jobs or [replicated_job("node", image, scheduler_name=scheduler_name)]}
     }
+    if failure_policy:
+        template["spec"]["failurePolicy"] = dict(failure_policy)
     if jobset_labels or jobset_annotations:
         template["metadata"] = {k: v for k, v in (("labels", jobset_labels), ("annotations", jobset_annotations)) if v}
     return {

@@ -31,6 +31,13 @@ KUBELET_LABELS = frozenset({
     "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
     "topology.kubernetes.io/zone",
 })  # fmt: skip
+#: KAI's node-pool label (``global.nodePoolLabelKey``, default ``kai.scheduler/node-pool``): a SchedulingShard whose
+#: ``partitionLabelValue`` is a slice's name schedules only the nodes, queues and PodGroups carrying it (KAI §2.5).
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+SLICE_PREFIX = "kc-slice-"
+#: Each slice is a full copy of the topology's workers: more than this many copies on one machine is a cluster,
+#: not a slice (each one is as many kind nodes as the topology has workers, plus a scheduler).
+MAX_SLICES = 8
 #: Top-level fields of the kind config the suite writes itself; a topology's ``kind:`` section may not set them.
 KIND_OWN_FIELDS = ("kind", "apiVersion", "name", "nodes")
 
@@ -83,20 +90,53 @@ class Topology:
     nodes: tuple[NodeSpec, ...]
     kind_extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     fake_nodes: FakeNodes = field(default_factory=FakeNodes)
+    #: Copies of the workers, each a node pool of its own with its own KAI scheduler (clusters/slices.py), where a
+    #: case that needs "the whole cluster" runs beside the others instead of alone (fixtures/scheduling.py).
+    slices: int = 0
 
     @property
     def workers(self) -> tuple[NodeSpec, ...]:
+        """Every worker kind creates: the topology's own, then each slice's copy of them (in slice order)."""
+        own = self.own_workers
+        copies = tuple(
+            NodeSpec(w.role, w.gpus, {**w.labels, NODE_POOL_LABEL: name}) for name in self.slice_names for w in own
+        )
+        return own + copies
+
+    @property
+    def own_workers(self) -> tuple[NodeSpec, ...]:
         return tuple(n for n in self.nodes if n.role == "worker")
+
+    @property
+    def slice_names(self) -> tuple[str, ...]:
+        return tuple(f"{SLICE_PREFIX}{index + 1}" for index in range(self.slices))
+
+    @property
+    def kind_nodes(self) -> tuple[NodeSpec, ...]:
+        """The kind config's nodes: control planes first, then :attr:`workers`."""
+        return tuple(n for n in self.nodes if n.role != "worker") + self.workers
 
     def kind_node_names(self, cluster_name: str) -> list[str]:
         """Names kind gives the workers: ``<name>-worker``, ``<name>-worker2``, ..."""
         return [f"{cluster_name}-worker{'' if i == 0 else i + 1}" for i in range(len(self.workers))]
 
     def layout(self, cluster_name: str) -> GpuLayout:
-        """The GPU layout this topology gives a kind cluster named ``cluster_name``."""
+        """The GPU layout this topology gives a kind cluster named ``cluster_name``, slices left out: the nodes
+        the cluster's default scheduler places on (kind workers and kwok fake nodes)."""
+        own = self._kind_layout(cluster_name)[: len(self.own_workers)]
+        return GpuLayout(own + self.fake_layout(cluster_name).nodes)
+
+    def slice_layouts(self, cluster_name: str) -> dict[str, GpuLayout]:
+        """Each slice's nodes, by slice name: a copy of :meth:`layout`'s kind workers."""
+        nodes = self._kind_layout(cluster_name)
+        return {
+            name: GpuLayout(tuple(n for n in nodes if n.labels.get(NODE_POOL_LABEL) == name))
+            for name in self.slice_names
+        }
+
+    def _kind_layout(self, cluster_name: str) -> tuple[GpuNode, ...]:
         names = self.kind_node_names(cluster_name)
-        kind_nodes = tuple(GpuNode(name, w.gpus, dict(w.labels)) for name, w in zip(names, self.workers, strict=True))
-        return GpuLayout(kind_nodes + self.fake_layout(cluster_name).nodes)
+        return tuple(GpuNode(name, w.gpus, dict(w.labels)) for name, w in zip(names, self.workers, strict=True))
 
     def fake_layout(self, cluster_name: str) -> GpuLayout:
         """The kwok nodes of this topology (named by :func:`fake_node_name`)."""
@@ -146,7 +186,30 @@ def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topolo
             f"topology {path}: its kind: section may not set {clashing}; the suite writes them from nodes: "
             "and the --cluster-name / --k8s-version options"
         )
-    return Topology(path.stem, str(raw.get("description", "")), nodes, kind_extra, _fake_nodes(path, raw))
+    slices = raw.get("slices", 0)
+    problem = slices_problem(slices)
+    if problem:
+        raise UsageError(f"topology {path}: slices: {problem}")
+    if slices and any(n.labels.get(NODE_POOL_LABEL) for n in nodes):
+        raise UsageError(f"topology {path}: with slices:, no node may set {NODE_POOL_LABEL} (each slice sets it)")
+    return Topology(path.stem, str(raw.get("description", "")), nodes, kind_extra, _fake_nodes(path, raw), slices)
+
+
+def slices_problem(count: object) -> str | None:
+    """Why ``count`` slices cannot be made, or ``None``."""
+    if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_SLICES:
+        return f"a slice count must be a whole number from 0 to {MAX_SLICES}, not {count!r}"
+    return None
+
+
+def with_slices(topology: Topology, count: int | None) -> Topology:
+    """The topology with --slices applied (overrides the topology's own ``slices:``)."""
+    if count is None:
+        return topology
+    problem = slices_problem(count)
+    if problem:
+        raise UsageError(f"--slices {count}: {problem}")
+    return dataclasses.replace(topology, slices=count)
 
 
 def _fake_nodes(path: Path, raw: dict[str, Any]) -> FakeNodes:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO_ROOT))
 # ruff: noqa: E402 - the in-memory API of the self-tests (tests.fakes) lives in the repository, not the package
 from kai_conformance.clusters.gpus import ensure_gpus, fake_gpus
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
-from kai_conformance.clusters.topology import load_topology
+from kai_conformance.clusters.topology import load_topology, with_slices
 from kai_conformance.fixtures import cleanup, kinds, waits
 from kai_conformance.fixtures.scheduling import CaseGate, gpu_lease
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
@@ -78,7 +78,7 @@ def scheduling_guard_cost(cases: int) -> list[float]:
     kube = FakeKube()
     stack = SimulatedStack(kube)
     stack.add_workers(3)
-    topology = load_topology("pr-gate")
+    topology = with_slices(load_topology("pr-gate"), 0)  # the in-memory cluster has the shared workers only
     fake_gpus(kube, topology, "kc-test", TIMEOUTS)
     with tempfile.TemporaryDirectory() as directory:
         locks = Path(directory)

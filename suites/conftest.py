@@ -8,6 +8,7 @@ import pytest
 
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.partition import partition_of
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.settings import Settings
@@ -30,15 +31,20 @@ def _name_the_expectations(expect: Expectations, record: CaseRecorder) -> None:
 
 
 @pytest.fixture
-def ctx(workspace: Workspace, settings: Settings, gpu_layout: GpuLayout, run: RunContext) -> RenderContext:
-    """What a case builds its objects from: the same values render mode uses, but of the real cluster."""
-    return RenderContext(workspace.namespace, settings.combination, gpu_layout, run.run_id, settings.workload_image)
+def ctx(
+    request: pytest.FixtureRequest, workspace: Workspace, settings: Settings, gpu_layout: GpuLayout, run: RunContext
+) -> RenderContext:
+    """What a case builds its objects from: the same values render mode uses, but of the real cluster (of the
+    case's slice, when it runs in one: fixtures/partition.py)."""
+    partition = partition_of(request.node)
+    layout = partition.layout if partition else gpu_layout
+    return RenderContext(workspace.namespace, settings.combination, layout, run.run_id, settings.workload_image)
 
 
 @pytest.fixture
-def observer(kube: KubeApi, workspace: Workspace, record: CaseRecorder) -> Iterator[Observer]:
+def observer(kube: KubeApi, workspace: Workspace, record: CaseRecorder, expect: Expectations) -> Iterator[Observer]:
     """Snapshots of the case's namespace; at the end every workload's per-pod timeline goes into the record."""
-    watcher = Observer(kube, workspace.namespace)
+    watcher = Observer(kube, workspace.namespace, kai=expect.kai)
     yield watcher
     for workload in watcher.timeline.workloads():
         record.timeline(workload, watcher.timeline.pods(workload))

@@ -17,6 +17,11 @@ TrainJob carries it in a ``runtimePatches`` entry for its ``node`` replicatedJob
   annotation lost on the way): the elastic detector fires, and holds for the real minimum.
 
 Sizes come from the cluster's GPU layout: one 1-GPU pod per GPU, half of them the minimum.
+
+Both holds over a running gang whose surplus waits (behind the blocker; recreated after the eviction) are holds
+over a workload KAI must refuse: its pending surplus. They start once every pod exists, so nothing changes during
+them, and end on KAI's refusals of the elastic gang (``TimeoutPolicy.refusals``: 3 more, 2 s after the last, 5
+periods at least; the full hold when the count stalls, and the verdict says which).
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ def test_an_elastic_gang_starts_with_its_minimum_and_grows_when_gpus_free_up(
     blocker.bound(what=f"{row} the blocker's {blocker_pods} pods bound", timeout=timeouts("schedule"))
 
     workspace.apply(case.elastic(ctx))
-    elastic = observer.workload(case.workload, pods)
+    elastic = observer.workload(case.workload, pods, minimum=minimum)
     elastic_visible(elastic, expect, minimum, timeouts, record)
     watch = ElasticMinimumWatch(minimum, pods, settle(timeouts))
     guard = elastic.narrow(watch.observe)
@@ -93,6 +98,9 @@ def test_an_elastic_gang_starts_with_its_minimum_and_grows_when_gpus_free_up(
         what=f"{row} the elastic gang stays at its minimum of {minimum} while the blocker runs",
         hold=timeouts.hold,
         guard=guard,
+        # KAI must refuse the surplus every cycle while nothing changes: the hold ends on its refusals
+        refusals=timeouts.refusals,
+        refused=case.workload,
     )
     record.verdict(held)
 
@@ -124,7 +132,7 @@ def test_a_higher_priority_gang_takes_only_the_surplus_of_an_elastic_gang(
     newcomer_pods = case.newcomer_pods(ctx.layout)
     workspace.apply(case.queue(ctx))
     workspace.apply(case.elastic(ctx))
-    elastic = observer.workload(case.workload, pods)
+    elastic = observer.workload(case.workload, pods, minimum=minimum)
     elastic_visible(elastic, expect, minimum, timeouts, record)
     snap, _ = elastic.bound(what=f"{row} all {pods} pods of the elastic gang bound", timeout=timeouts("schedule"))
     original = frozenset(uid_of(p) for p in snap.bound_pods)
@@ -167,6 +175,9 @@ def test_a_higher_priority_gang_takes_only_the_surplus_of_an_elastic_gang(
         what=f"{row} the elastic gang keeps its minimum while {newcomer.name} runs",
         hold=timeouts.hold,
         guard=guard,
+        # the recreated surplus exists (waited for above), so nothing changes: KAI must refuse it every cycle
+        refusals=timeouts.refusals,
+        refused=case.workload,
     )
     record.verdict(kept)
     record.verdict(surplus_evicted_first(elastic.snapshot(), original, minimum))
@@ -197,7 +208,7 @@ def test_control_the_elastic_detector_fires_on_a_gang_judged_against_a_larger_mi
     require_gpus(ctx.layout, case.minimum)
     row = f"[{expect.elastic.name}]"
     workspace.apply_all(case.manifests(ctx))
-    elastic = observer.workload(case.workload, case.pods)
+    elastic = observer.workload(case.workload, case.pods, minimum=case.minimum)
     elastic_visible(elastic, expect, case.minimum, timeouts, record)
     snap, _ = elastic.until(
         lambda s: elastic_bound_exactly(s, case.minimum, case.pods),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pytest
 
+from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.render import RenderContext
@@ -147,7 +148,7 @@ def place_one_at_a_time(
     capacity = {node.name: node.gpus for node in ctx.layout.gpu_nodes}
     steps = []
     for index in range(case.jobs(ctx.layout)):
-        free = settled_use(kube, timeouts).free(ctx.layout)
+        free = settled_use(kube, timeouts, ctx.layout).free(ctx.layout)
         workspace.apply(case.trainjob(ctx, index))
         job = observer.workload(case.name(index), 1)
         job.visible(timeouts("schedule"))
@@ -157,13 +158,15 @@ def place_one_at_a_time(
     return steps
 
 
-def settled_use(kube: KubeApi, timeouts: TimeoutPolicy) -> GpuUse:
-    """GPUs in use per node once no GPU pod is terminating anywhere (KAI still counts a releasing pod's GPUs)."""
+def settled_use(kube: KubeApi, timeouts: TimeoutPolicy, layout: GpuLayout) -> GpuUse:
+    """GPUs in use per node once no GPU pod is terminating on the case's nodes (KAI still counts a releasing pod's
+    GPUs)."""
     seen: list[GpuUse] = []
 
     def probe():
         seen[:] = [gpu_use(kube)]
-        return seen[0].settled()
+        return seen[0].settled(layout)
 
-    eventually(probe, what="no GPU pod terminating on the cluster", timeout=timeouts("api"), failure=errors.WaitTimeout)
+    eventually(probe, what="no GPU pod terminating on the case's nodes", timeout=timeouts("api"),
+               failure=errors.WaitTimeout)  # fmt: skip
     return seen[0]

@@ -197,3 +197,10 @@ def deployment(name: str, image: str, *, available: bool, namespace: str = "kai-
                               "spec": {"containers": [{"name": name, "image": image}]}}},
         "status": {"replicas": 1, "availableReplicas": 1 if available else 0, "conditions": [condition]},
     }  # fmt: skip
+
+
+def unsliced(name: str = "pr-gate") -> Any:
+    """A topology without slices: the simulated clusters of the self-tests have only the topology's own workers."""
+    from kai_conformance.clusters.topology import load_topology, with_slices
+
+    return with_slices(load_topology(name), 0)

@@ -36,6 +36,7 @@ LAYOUT = load_topology("pr-gate").layout("kai-conformance")
 IMAGE = CATALOG.defaults["workload_image"]
 RUN = "flow"
 NAMESPACE = "kc-flow"
+EXPECT = expectations_for(COMBINATION)
 
 
 class StepClock:
@@ -110,8 +111,8 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
             fake,
             workspace,
             RenderContext(NAMESPACE, COMBINATION, layout, RUN, IMAGE),
-            Observer(fake, NAMESPACE, interval=0.001, **({"clock": clock.tick} if clock else {})),
-            expectations_for(COMBINATION),
+            Observer(fake, NAMESPACE, interval=0.001, kai=EXPECT.kai, **({"clock": clock.tick} if clock else {})),
+            EXPECT,
             policy,
             CaseRecorder(CaseRecord(nodeid="flow")),
         )

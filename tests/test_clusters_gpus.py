@@ -10,6 +10,7 @@ from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from tests.builders import unsliced
 from tests.fakes.installation import EXPIRING, SimulatedStack, worker_node
 from tests.fakes.kube import FakeKube
 
@@ -29,7 +30,7 @@ def patches(fake: FakeKube) -> list[tuple]:
 
 def test_each_worker_gets_a_json_patch_of_its_status_capacity(stack: SimulatedStack, fake: FakeKube) -> None:
     names = stack.add_workers(3)
-    layout = gpus.fake_gpus(fake, load_topology("pr-gate"), "kc-test", TIMEOUTS)
+    layout = gpus.fake_gpus(fake, unsliced("pr-gate"), "kc-test", TIMEOUTS)
     assert layout == {"kc-test-worker": 4, "kc-test-worker2": 4, "kc-test-worker3": 4}
     op = [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": "4"}]
     assert patches(fake) == [(name, ("application/json-patch+json", "status", op)) for name in names]
@@ -48,7 +49,7 @@ def test_kubelet_never_showing_the_gpus_fails_with_what_it_saw(stack: SimulatedS
     stack.kubelet_mirrors = False
     stack.add_workers(3)
     with pytest.raises(errors.WaitTimeout) as caught:
-        gpus.fake_gpus(fake, load_topology("pr-gate"), "kc-test", EXPIRING)
+        gpus.fake_gpus(fake, unsliced("pr-gate"), "kc-test", EXPIRING)
     message = str(caught.value)
     assert message.startswith("kubelet to show the fake GPUs in node allocatable (kc-test-worker=4, ")
     assert "kc-test-worker shows 0; kc-test-worker2 shows 0; kc-test-worker3 shows 0" in message
@@ -58,14 +59,14 @@ def test_a_cluster_made_for_another_topology_is_named(stack: SimulatedStack, fak
     stack.add_workers(2)
     with pytest.raises(errors.UsageError, match=r"has workers labelled kai-conformance/worker-index=\[0, 1\], but "
                        r"topology pr-gate has 3 workers"):  # fmt: skip
-        gpus.fake_gpus(fake, load_topology("pr-gate"), "kc-test", TIMEOUTS)
+        gpus.fake_gpus(fake, unsliced("pr-gate"), "kc-test", TIMEOUTS)
 
 
 def test_the_per_case_check_costs_one_list_and_repatches_a_recreated_node(
     stack: SimulatedStack, fake: FakeKube
 ) -> None:
     stack.add_workers(3)
-    topology = load_topology("pr-gate")
+    topology = unsliced("pr-gate")
     gpus.fake_gpus(fake, topology, "kc-test", TIMEOUTS)
     fake.calls.clear()
     assert gpus.ensure_gpus(fake, topology, "kc-test", TIMEOUTS) == []

@@ -10,7 +10,7 @@ import yaml
 
 from kai_conformance.clusters import commands, kind, tools
 from kai_conformance.clusters.commands import CommandFailed
-from kai_conformance.clusters.topology import load_topology
+from kai_conformance.clusters.topology import load_topology, with_slices
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
@@ -39,7 +39,7 @@ def up(tmp_path: Path, *, reuse: bool = False, keep: bool = False, name: str = "
 
 
 def test_kind_config_has_pinned_image_topology_labels_and_worker_indexes() -> None:
-    config = kind.kind_config(load_topology("pr-gate"), IMAGE)
+    config = kind.kind_config(with_slices(load_topology("pr-gate"), 0), IMAGE)
 
     def worker(i):
         return {

@@ -20,6 +20,7 @@ from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SUITE
 from kai_conformance.fixtures.resolution import CATALOG, resolve_settings
 from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from tests.builders import unsliced
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
 from tests.fakes.kube import FakeKube
 from tests.fakes.kwok import (
@@ -83,7 +84,7 @@ def test_fake_node_options_override_the_topology(tmp_path: Path) -> None:
     assert (settings.topology.fake_nodes.count, settings.topology.fake_nodes.gpus) == (3, 4)
     scale = with_fake_nodes(load_topology("scale-500"), None, None)
     assert (scale.fake_nodes.count, scale.fake_nodes.gpus) == (500, 8)
-    assert with_fake_nodes(load_topology("pr-gate"), None, None).fake_nodes.count == 0
+    assert with_fake_nodes(unsliced("pr-gate"), None, None).fake_nodes.count == 0
 
 
 def test_scale_topologies_lay_out_their_fake_nodes_in_racks_and_zones() -> None:
@@ -126,14 +127,14 @@ def test_workload_pods_tolerate_exactly_kwoks_taint() -> None:
 
 def test_a_real_node_with_a_fake_nodes_name_is_never_changed(fake: FakeKube) -> None:
     fake.put(worker_node("kc-kwok-0001", None))
-    topology = with_fake_nodes(load_topology("pr-gate"), 1, 8)
+    topology = with_fake_nodes(unsliced("pr-gate"), 1, 8)
     with pytest.raises(errors.UsageError, match="node kc-kwok-0001 already exists and is not the suite's"):
         kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TIMEOUTS)
     assert "kwok.x-k8s.io/node" not in (fake.get(kinds.NODE, "kc-kwok-0001")["metadata"].get("annotations") or {})
 
 
 def test_nodes_kwok_never_reports_ready_end_in_a_timeout_naming_kwok(fake: FakeKube) -> None:
-    topology = with_fake_nodes(load_topology("pr-gate"), 2, 8)
+    topology = with_fake_nodes(unsliced("pr-gate"), 2, 8)
     with pytest.raises(errors.WaitTimeout, match=r"(?s)0/2 Ready.*kwok-controller"):
         kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TimeoutPolicy(scale=0.001))
 

@@ -13,10 +13,10 @@ import yaml
 from kai_conformance.clusters.kind import render_config
 from kai_conformance.clusters.nodes import kubelet_refuses_cgroup_v1, minor_of_image, nodes_running
 from kai_conformance.clusters.provision import acquire
-from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import preflight
 from kai_conformance.fixtures.resolution import CATALOG, resolve_settings
 from kai_conformance.reports.runinfo import RunInfo
+from tests.builders import unsliced
 from tests.fakes.installation import NODE_CONTAINER_IMAGE, make_settings, worker_node
 from tests.fakes.kube import FakeKube
 from tests.test_clusters_kwok import Options
@@ -66,7 +66,7 @@ def test_node_options_only_apply_to_kind(tmp_path: Path) -> None:
 
 
 def test_the_cgroup_v1_opt_in_patches_every_kubelet_and_nothing_else() -> None:
-    topology = load_topology("pr-gate")
+    topology = unsliced("pr-gate")
     plain = yaml.safe_load(render_config(topology, PIN_1_35))
     patched = yaml.safe_load(render_config(topology, PIN_1_35, kubelet_cgroup_v1=True))
     assert "kubeadmConfigPatches" not in plain

@@ -68,11 +68,13 @@ def cluster_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeKub
     return stack
 
 
-def run_suite(tmp_path: Path, provider: str, gpus: int, *args: str, name: str = "") -> tuple[int, Outcomes]:
+def run_suite(
+    tmp_path: Path, provider: str, gpus: int, *args: str, name: str = "", suite: str = SUITE
+) -> tuple[int, Outcomes]:
     suites = tmp_path / "suites"
     suites.mkdir(exist_ok=True)
     module = suites / f"test_e2e_{name or provider}.py"  # a name of its own: pytest keeps imported modules by name
-    module.write_text(SUITE.replace("{total}", str(gpus)))
+    module.write_text(suite.replace("{total}", str(gpus)))
     outcomes = Outcomes()
     code = pytest.main(
         [str(module), "--cluster", provider, "-p", "kai_conformance.fixtures.plugin", "-p", "no:pytest-kind-ng", "-p", "no:cacheprovider",
@@ -118,7 +120,7 @@ def test_a_suite_run_on_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
     cluster_world.add_workers(3, prefix="kai-conformance-worker")
     with serve(route_to(fake)) as server:
         fake_kind.update(server=server.url)
-        code, outcomes = run_suite(tmp_path, "kind", 12)
+        code, outcomes = run_suite(tmp_path, "kind", 12, "--slices", "0")  # with a slice: tests/test_slices.py
     assert {name: outcome for name, (outcome, _) in outcomes.reports.items()} == {
         "test_sees_the_verified_stack": "passed", "test_disruptive": "passed", "test_alone": "passed",
     }  # fmt: skip

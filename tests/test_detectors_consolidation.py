@@ -7,25 +7,34 @@ import pytest
 
 from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.cases.consolidation import consolidation_off
 from kai_conformance.suites.support.detectors.consolidation import (
+    ProtectionWindow,
     all_bound,
     consolidation_recorded,
     evicted_after,
+    evicted_when_due,
     fragmented,
     go_duration,
+    kai_eviction_time,
     preemption_delay,
+    protected_until_end,
     protection_start,
+    stated_delay_end,
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_consolidation import (
+    LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
+    PREEMPTION_DELAY_REASON,
     consolidation_row,
 )
 from kai_conformance.suites.support.expectations_fairness import fair_share_row
 from kai_conformance.suites.support.snapshot import Snapshot, parse_time
+from kai_conformance.suites.support.windows import delay_window, min_runtime_window
 from tests import builders as b
 
 
@@ -107,6 +116,109 @@ def test_protected_until_end_fires_on_an_eviction_before_the_window_ended() -> N
     assert not early.ok
     assert early.explanation.startswith("first eviction seen 10.0 s before the protection window ended")
     assert not evicted_after([PodTimes("v-0", "victim")], 99.0, 6).ok
+
+
+# ------------------------------------------------------------------------------------- protection windows
+T = parse_time(b.at(0)) or 0.0
+#: The real stack's policy: 5 periods of due time, a wall-clock margin of settle (5 s) + 1 s.
+REAL = TimeoutPolicy()
+
+
+def evict_event(group: dict, at: str | None, action: str = "preempt") -> dict:
+    event = b.event(group, "Evict", "Pod ns/victim-0 was preempted", {ex.EVICT_ACTION_ANNOTATION: action})
+    return {**event, "firstTimestamp": at}
+
+
+def window(end: float = T + 30, *, exact: bool = True) -> ProtectionWindow:
+    return ProtectionWindow("preemptMinRuntime 30s", end, "a stamp", exact, 6.0, end + 5)
+
+
+def test_the_min_runtime_window_ends_at_kais_last_start_stamp_plus_the_min_runtime() -> None:
+    stamped = b.podgroup(b.jobset(name="victim"), annotations={LAST_START_ANNOTATION: b.at(7)})
+    found = min_runtime_window("preemptMinRuntime 30s", 30, snap(podgroups=[stamped]).of("victim"), [], REAL)
+    assert (found.end, found.exact, found.margin, found.due) == (T + 37, True, 6.0, T + 42)
+    assert found.describe() == (
+        "preemptMinRuntime 30s from kai.scheduler/last-start-timestamp 2026-11-21T12:00:07Z: protected until "
+        "2026-11-21T12:00:37Z (exact: KAI compares its clock with the same timestamp); eviction due within 5 s after it"
+    )
+
+
+def test_without_a_stamp_the_window_is_estimated_from_the_first_bind_with_the_wall_clock_margin() -> None:
+    bare = snap(podgroups=[b.podgroup(b.jobset(name="victim"))]).of("victim")
+    pods = [PodTimes("v-1", "victim", bound=T + 9), PodTimes("v-0", "victim", bound=T + 8), PodTimes("v-2", "victim")]
+    found = min_runtime_window("preemptMinRuntime 30s", 30, bare, pods, REAL)
+    assert (found.end, found.exact, found.margin, found.due) == (T + 38, False, 6.0, T + 44)
+    assert found.source.startswith("its first bind at 2026-11-21T12:00:08Z, the wall clock (PodGroup ")
+    assert "(the wall clock applies: evictions accepted from 6 s before it)" in found.describe()
+    nothing = min_runtime_window("preemptMinRuntime 30s", 30, bare, [PodTimes("v-0", "victim")], REAL)
+    assert nothing.end == bare.taken_at + 30 and nothing.source.startswith("when the suite saw it bound at ")
+
+
+def test_the_preemption_delay_ends_at_the_podgroups_creation_plus_the_delay() -> None:
+    group = b.podgroup(b.jobset(name="newcomer"))
+    group["metadata"]["creationTimestamp"] = b.at(3)
+    found = delay_window("preemption delay 30s", 30, group, REAL)
+    assert (found.end, found.exact, found.due) == (T + 33, True, T + 38)
+    assert "creationTimestamp 2026-11-21T12:00:03Z" in found.source
+
+
+def test_kais_eviction_time_is_its_earliest_evict_event_or_its_eviction_stamp() -> None:
+    group = b.podgroup(b.jobset(name="victim"))
+    events = [evict_event(group, b.at(31)), evict_event(group, b.at(30), "reclaim"), evict_event(group, None)]
+    assert kai_eviction_time(snap(podgroups=[group], events=events).of("victim")) == (
+        T + 30,
+        "its Evict event (reclaim)",
+    )
+    stamped = b.podgroup(b.jobset(name="victim"), annotations={LAST_EVICTION_ANNOTATION: b.at(29)})
+    when = kai_eviction_time(snap(podgroups=[stamped], events=[evict_event(stamped, b.at(30))]).of("victim"))
+    assert when is not None and when[0] == T + 29 and when[1].endswith(f" {LAST_EVICTION_ANNOTATION}")
+    untimed = snap(podgroups=[group], events=[evict_event(group, None)]).of("victim")
+    assert kai_eviction_time(untimed) is None and kai_eviction_time(snap().of("victim")) is None
+
+
+def test_protected_until_end_on_kais_clock_has_no_margin() -> None:
+    assert protected_until_end(window(), (T + 30, "its Evict event (preempt)"), []).ok
+    early = protected_until_end(window(), (T + 29, "its Evict event (preempt)"), [])
+    assert not early.ok and early.detector == "protected-until-end"
+    assert early.explanation == (
+        "KAI evicted at 2026-11-21T12:00:29Z by its own clock (its Evict event (preempt)), 1 s before the protection "
+        "ended at 2026-11-21T12:00:30Z"
+    )
+
+
+def test_without_kais_time_or_an_exact_end_it_falls_back_to_the_wall_clock_and_says_so() -> None:
+    seen = [PodTimes("v-0", "victim", evicted=T + 26)]
+    fallback = protected_until_end(window(), None, seen)
+    assert fallback.ok, "6 s of margin on the suite's observation"
+    assert fallback.explanation.endswith("(wall clock: no Evict event or eviction stamp carries KAI's time)")
+    assert not protected_until_end(window(), None, [PodTimes("v-0", "victim", evicted=T + 23)]).ok
+    estimated = protected_until_end(window(exact=False), (T + 25, "its Evict event (preempt)"), [])
+    assert estimated.ok and estimated.explanation.endswith(
+        "(wall clock: the end is estimated; KAI's time from its Evict event (preempt))"
+    )
+
+
+def test_evicted_when_due_fires_only_on_a_protected_observation_after_the_due_time() -> None:
+    protected, acted = Verdict("gang-undisturbed", True, "all 4 still bound"), Verdict("gang-undisturbed", False, "-")
+    assert evicted_when_due(window(), T + 35, protected).ok, "due at the end + 5 s"
+    assert evicted_when_due(window(), T + 40, acted).ok
+    late = evicted_when_due(window(), T + 35.5, protected)
+    assert not late.ok and late.explanation.startswith(
+        "nothing evicted 5.5 s after the protection ended at 2026-11-21T12:00:30Z (a stamp): KAI evicts in its first "
+        "cycle after the end, due within 5 s; [gang-undisturbed] ok: all 4 still bound"
+    )
+
+
+def test_the_end_kai_states_for_a_preemption_delay_is_read_from_its_condition_or_events() -> None:
+    text = "Workload is within its preemption delay window (30s) and may not trigger evictions before " + b.at(33)
+    condition = {"type": "UnschedulableOnNodePool", "message": f"{PREEMPTION_DELAY_REASON}: {text}.",
+                 "reasons": [{"reason": PREEMPTION_DELAY_REASON, "message": text}]}  # fmt: skip
+    group = b.podgroup(b.jobset(name="newcomer"), conditions=[condition])
+    assert stated_delay_end(snap(podgroups=[group]).of("newcomer")) == T + 33
+    bare = b.podgroup(b.jobset(name="newcomer"))
+    evented = snap(podgroups=[bare], events=[b.event(bare, "Unschedulable", f"{PREEMPTION_DELAY_REASON}: {text}.")])
+    assert stated_delay_end(evented.of("newcomer")) == T + 33
+    assert stated_delay_end(snap(podgroups=[bare]).of("newcomer")) is None
 
 
 @pytest.mark.parametrize("version", sorted(Catalog.load().components["kai"]))

@@ -3,14 +3,16 @@ and preemption delay: tests/fakes/kai_consolidation.py). Protection windows are 
 cluster time moves 0.5 s per snapshot, so a 30 s window passes in 60 snapshots while every wait keeps its real-time
 timeout.
 
-Without a fault each case passes and records what it saw; a KAI that does not consolidate, ignores a protection
-or protects forever fails the case saying so; a cluster whose shard spreads skips the consolidation case naming the
+Without a fault each case passes and records what it saw, a protection window ending on KAI's eviction and judged on
+KAI's own timestamps; a KAI that does not consolidate, evicts before a protection ends or protects too long fails the
+case saying so; without KAI's timestamps a window falls back to the wall clock and says so; a cluster whose shard spreads skips the consolidation case naming the
 setting that turns it on; v0.16 skips the preemption delay with its row's reason; the control fires, and fails when
 its detector is blind."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 import types
 
@@ -24,7 +26,8 @@ from kai_conformance.suites import test_consolidation as suite
 from kai_conformance.suites.support import observe
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import kai_row
-from kai_conformance.suites.support.expectations_consolidation import LAST_START_ANNOTATION
+from kai_conformance.suites.support.expectations_consolidation import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION
+from tests.fakes import kai_consolidation
 from tests.fakes.kai_consolidation import KaiConsolidation
 from tests.flows import NAMESPACE, StepClock
 
@@ -108,28 +111,99 @@ def test_a_cluster_that_spreads_skips_consolidation_naming_the_setting(flow) -> 
 
 
 # ---------------------------------------------------------------------------------------------- min-runtime
+def verdict_of(h, detector: str) -> str:
+    return next(v.explanation for v in h.record.record.verdicts if v.detector == detector)
+
+
+def seen_after_end(h) -> float:
+    """When the window's wait saw KAI act, in seconds from the protection's end (cluster time)."""
+    return float(re.search(r"KAI has acted ([+-]\d+\.\d)", verdict_of(h, "evicted-when-due")).group(1))
+
+
 @pytest.mark.parametrize("case", suite.MIN_RUNTIME, ids=lambda c: c.id)
-def test_a_victim_is_protected_for_its_min_runtime_then_evicted(flow, monkeypatch, case) -> None:
+def test_a_victim_is_protected_for_its_min_runtime_then_evicted_and_the_window_ends_on_kais_eviction(
+    flow, monkeypatch, case
+) -> None:
     h = timed(flow, monkeypatch)
     run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, case, h)
     verdicts = h.verdicts()
-    assert verdicts["gang-undisturbed+gang-held"] and verdicts["eviction-event"] and verdicts["protected-until-end"]
-    after = next(v for v in h.record.record.verdicts if v.detector == "protected-until-end")
-    assert after.explanation.startswith("first eviction seen ") and "the protection window ended" in after.explanation
-    assert h.record.record.notes[0].startswith(f"{case.field} 30s from last-start ")
+    assert verdicts["gang-undisturbed+gang-held"] and verdicts["evicted-when-due"] and verdicts["eviction-event"]
+    assert verdicts["protected-until-end"]
+    # The end is KAI's own (last-start stamp + 30 s) and judged without margin on KAI's clock.
+    assert h.record.record.notes[0].startswith(
+        f"its queue's {case.field} of 30s from kai.scheduler/last-start-timestamp "
+    )
+    assert (
+        "(exact: KAI compares its clock with the same timestamp); eviction due within 0 s" in h.record.record.notes[0]
+    )
+    after = verdict_of(h, "protected-until-end")
+    assert re.fullmatch(r"KAI evicted at \S+Z by its own clock \(.+\), 0 s after the protection ended at \S+Z", after)
+    # The wait ended on the eviction, within one step of the cluster clock after the end: not on a wall-clock bound.
+    assert 0.0 <= seen_after_end(h) <= STEP
+    phase = verdict_of(h, "gang-undisturbed+gang-held")
+    assert re.search(r"on \d+ observation\(s\) over \d+\.\ds, until KAI acted", phase)
+    assert re.search(r"KAI refused newcomer [1-9]\d* more time\(s\) meanwhile", phase)
 
 
 @pytest.mark.parametrize("case", suite.MIN_RUNTIME, ids=lambda c: c.id)
-def test_a_kai_ignoring_min_runtime_evicts_within_the_window_and_the_case_says_so(flow, monkeypatch, case) -> None:
-    monkeypatch.setattr(KaiConsolidation, "_min_runtime", lambda self, victim, preemptor, action: 0.0)
+def test_a_kai_evicting_before_the_min_runtime_ends_fails_on_its_own_eviction_time(flow, monkeypatch, case) -> None:
+    monkeypatch.setattr(KaiConsolidation, "_min_runtime", lambda self, victim, preemptor, action: 20.0)
     h = timed(flow, monkeypatch)
-    with pytest.raises(ConditionViolated) as failure:
+    with pytest.raises(AssertionError) as failure:
         run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, case, h)
     message = str(failure.value)
-    assert f"victim stays whole and newcomer waits for its queue's {case.field} of 30s: violated after " in message
-    assert "4 of 4 original pods are no longer bound" in message
+    assert f"the victim was evicted before its queue's {case.field} of 30s ended: [protected-until-end] VIOLATED: " in (
+        message
+    )
+    assert re.search(r"KAI evicted at \S+ by its own clock \(.+\), 10 s before the protection ended", message)
     assert "diagnosis of TrainJob victim: TrainJob victim → JobSet victim" in message
+
+
+def test_a_kai_protecting_forever_fails_a_few_periods_after_the_end(flow, monkeypatch) -> None:
+    monkeypatch.setattr(KaiConsolidation, "_min_runtime", lambda self, victim, preemptor, action: 1e9)
+    h = timed(flow, monkeypatch)
+    with pytest.raises(ConditionViolated) as failure:
+        run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
+    message = str(failure.value)
+    assert "victim stays whole and newcomer waits for its queue's preemptMinRuntime of 30s, until KAI acts: " in message
+    late = re.search(r"\[evicted-when-due\] VIOLATED: nothing evicted (\d+\.\d) s after the protection ended", message)
+    assert late and float(late.group(1)) <= 2 * STEP, "judged at the first observation after the due time"
+    assert "KAI evicts in its first cycle after the end, due within 0 s" in message
     assert "diagnosis of TrainJob newcomer: TrainJob newcomer → JobSet newcomer" in message
+
+
+def test_without_a_last_start_stamp_the_window_falls_back_to_the_wall_clock_and_says_so(flow, monkeypatch) -> None:
+    # A KAI that protects the victim but keeps the start to itself: the simulation stamps another annotation.
+    monkeypatch.setattr(kai_consolidation, "LAST_START_ANNOTATION", "kai.scheduler/not-the-last-start")
+    h = timed(flow, monkeypatch)
+    run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
+    note = h.record.record.notes[0]
+    assert note.startswith("its queue's preemptMinRuntime of 30s from its first bind at ")
+    assert "the wall clock (PodGroup pg-victim-" in note and f"has no {LAST_START_ANNOTATION} annotation" in note
+    assert "(the wall clock applies: evictions accepted from 1 s before it)" in note
+    after = verdict_of(h, "protected-until-end")
+    assert after.startswith("first eviction seen ")
+    assert after.endswith("(wall clock: the end is estimated; KAI's time from its Evict event (preempt))")
+
+
+def test_without_kais_time_of_the_eviction_it_is_judged_as_the_suite_saw_it(flow, monkeypatch) -> None:
+    evict = KaiConsolidation._evict
+
+    def untimed(self, victim, pod, *args, **kwargs):  # Evict events whose time did not survive, no stamp
+        evict(self, victim, pod, *args, **kwargs)
+        for event in self.fake.objects(kinds.EVENT, NAMESPACE):
+            if event["reason"] == "Evict" and event.get("firstTimestamp"):
+                self.fake.write({**event, "firstTimestamp": None, "lastTimestamp": None})
+        group = self._find(kinds.POD_GROUP, victim["metadata"]["name"], NAMESPACE)
+        group["metadata"]["annotations"].pop(LAST_EVICTION_ANNOTATION, None)
+        self.fake.write(group)
+
+    monkeypatch.setattr(KaiConsolidation, "_evict", untimed)
+    h = timed(flow, monkeypatch)
+    run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
+    after = verdict_of(h, "protected-until-end")
+    assert after.startswith("first eviction seen ")
+    assert after.endswith("(wall clock: no Evict event or eviction stamp carries KAI's time)")
 
 
 def test_a_cluster_too_slow_to_start_the_workloads_names_the_slow_step(flow, monkeypatch) -> None:
@@ -138,23 +212,9 @@ def test_a_cluster_too_slow_to_start_the_workloads_names_the_slow_step(flow, mon
     with pytest.raises(errors.InfrastructureError) as failure:
         run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
     message = str(failure.value)
-    assert "the cluster took too long to start the workloads (slowest: " in message
+    assert "too little to observe: the cluster took too long to start the workloads (slowest: " in message
     assert "victim created → all 4 bound " in message
     assert "victim bound → newcomer created " in message and "newcomer created → visible to KAI and checked " in message
-
-
-def test_a_kai_protecting_forever_fails_the_no_longer_half(flow, monkeypatch) -> None:
-    monkeypatch.setattr(KaiConsolidation, "_min_runtime", lambda self, victim, preemptor, action: 1e9)
-    h = timed(flow, monkeypatch)
-    with pytest.raises(ConditionNotMet, match=r"newcomer bound after victim was evicted whole: not reached"):
-        run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
-
-
-def test_a_victim_without_a_last_start_stamp_cannot_be_timed(flow, monkeypatch) -> None:
-    monkeypatch.setattr(KaiConsolidation, "_allocated", lambda self, pg: None)
-    h = timed(flow, monkeypatch)
-    with pytest.raises(AssertionError, match=f"has no {LAST_START_ANNOTATION} annotation"):
-        run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
 
 
 # ----------------------------------------------------------------------------------------- preemption delay
@@ -164,14 +224,47 @@ def test_a_newcomer_waits_out_its_preemption_delay_then_preempts(flow, monkeypat
         suite.PREEMPTION_DELAY[0], h)  # fmt: skip
     verdicts = h.verdicts()
     assert verdicts["preemption-delay"] and verdicts["podgroup-explains"] and verdicts["protected-until-end"]
-    explained = next(v for v in h.record.record.verdicts if v.detector == "podgroup-explains")
-    assert "PreemptionDelayNotElapsed: Workload is within its preemption delay window (30s)" in explained.explanation
+    assert verdicts["evicted-when-due"] and verdicts["gang-undisturbed+gang-held"]
+    explained = verdict_of(h, "podgroup-explains")
+    assert "PreemptionDelayNotElapsed: Workload is within its preemption delay window (30s)" in explained
+    note = h.record.record.notes[0]
+    ends = re.fullmatch(
+        r"the newcomer's preemption delay of 30s from PodGroup pg-newcomer-\S+ creationTimestamp \S+: protected "
+        r"until (\S+) \(exact: .*\); eviction due within 0 s after it; KAI states (\S+)",
+        note,
+    )
+    assert ends and ends.group(1) == ends.group(2), "KAI's stated end is the one the suite computed"
+    assert "0 s after the protection ended" in verdict_of(h, "protected-until-end")
+    assert 0.0 <= seen_after_end(h) <= STEP
 
 
 def test_a_kai_ignoring_the_preemption_delay_fails_the_case(flow, monkeypatch) -> None:
     monkeypatch.setattr(KaiConsolidation, "_delay_end", lambda self, group: None)
     h = timed(flow, monkeypatch)
     with pytest.raises(ConditionNotMet, match="the newcomer's PodGroup says PreemptionDelayNotElapsed: not reached"):
+        run(suite.test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses,
+            suite.PREEMPTION_DELAY[0], h)  # fmt: skip
+
+
+def test_a_kai_ending_the_preemption_delay_early_fails_on_its_own_eviction_time(flow, monkeypatch) -> None:
+    def early(self, group) -> bool:  # says the delay, but triggers evictions 10 s before it ends
+        end = self._delay_end(group)
+        return end is not None and self._seconds() < end - 10
+
+    monkeypatch.setattr(KaiConsolidation, "_within_delay", early)
+    h = timed(flow, monkeypatch)
+    with pytest.raises(AssertionError) as failure:
+        run(suite.test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses,
+            suite.PREEMPTION_DELAY[0], h)  # fmt: skip
+    message = str(failure.value)
+    assert "the victim was evicted before the newcomer's preemption delay of 30s ended" in message
+    assert re.search(r"KAI evicted at \S+ by its own clock \(.+\), 10 s before the protection ended", message)
+
+
+def test_a_kai_never_ending_the_preemption_delay_fails_a_few_periods_after_it(flow, monkeypatch) -> None:
+    monkeypatch.setattr(KaiConsolidation, "_within_delay", lambda self, group: self._delay_end(group) is not None)
+    h = timed(flow, monkeypatch)
+    with pytest.raises(ConditionViolated, match=r"\[evicted-when-due\] VIOLATED: nothing evicted \d+\.\d s after"):
         run(suite.test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses,
             suite.PREEMPTION_DELAY[0], h)  # fmt: skip
 

@@ -1,7 +1,7 @@
 """Suite cases on a simulated stack broken on purpose, one fault at a time: each failure names the broken link (or
-the component that is down, as an infrastructure error) and where the PodGroup's queue, priority and labels came
-from (suites/support/diagnosis.py, provenance.py). The harness is tests/flows.py, the ``flow`` fixture
-tests/conftest.py.
+the component that is down, as an infrastructure error), where the PodGroup's queue, priority and labels came
+from, and whose fault a partial gang is (suites/support/diagnosis.py, provenance.py, gang_floor.py). The harness is
+tests/flows.py, the ``flow`` fixture tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -117,6 +117,56 @@ def test_without_trainjob_rbac_the_podgrouper_area_fails_on_what_the_podgroup_ca
         test_podgrouper.test_the_podgrouper_may_read_the_owner_chain(
             "trainer.kubeflow.org", "trainjobs", kube=h.fake, expect=h.expect, record=h.record
         )
+
+
+# ------------------------------------------------------------------------------------ who placed part of a gang
+PARTIAL = "[gang-held] VIOLATED: 1 of 2 pods bound (kai-conformance-worker3) although the gang must not be placed"
+
+
+def test_a_podgrouper_writing_a_floor_below_the_gang_is_named_by_the_gang_verdict(flow) -> None:
+    """The issue's gang example: "1 of 2 pods bound although the gang must not be placed" was true, and the cause was
+    the PodGroup's floor, one object away from the pods."""
+    h = flow(Faults(podgrouper_gang_floor=1))
+    with pytest.raises(ConditionViolated) as failure:
+        test_gang.test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(test_gang.BLOCKED[0], **h.args())
+    message = str(failure.value)
+    assert PARTIAL in message
+    gang = message[message.index("diagnosis of TrainJob gang:") :]
+    assert "gang floor: KAI podgrouper (groups the pods into a PodGroup): PodGroup pg-gang-" in gang
+    assert (
+        "sets the gang's floor to 1 (spec.subGroups[node-replica-0].minMember = 1), below the gang's 2 pods, so KAI "
+        "may bind part of the gang; 1 of 2 pods are bound: KAI v0.17 sets each leaf SubGroup's minMember from its "
+        "replicatedJob template's annotation kai.scheduler/batch-min-member, else the Job's parallelism (v0.17.0 "
+        "jobset_grouper.go:168-176, 207-248), and the chain asks for 2 (replicatedJob node: parallelism 2, no "
+        "kai.scheduler/batch-min-member)"
+    ) in gang
+    assert "gang floor: KAI scheduler" not in message
+
+
+def test_a_scheduler_placing_part_of_a_gang_with_the_right_floor_is_named_by_the_gang_verdict(flow) -> None:
+    h = flow(Faults(partial_gangs=True))
+    with pytest.raises(ConditionViolated) as failure:
+        test_gang.test_a_blocked_gang_waits_whole_and_binds_whole_once_unblocked(test_gang.BLOCKED[0], **h.args())
+    message = str(failure.value)
+    assert PARTIAL in message
+    assert (
+        "gang floor: KAI scheduler (places the PodGroup (BindRequests) or says why not): PodGroup pg-gang-"
+    ) in message
+    assert (
+        "sets the gang's floor to 2 (spec.subGroups[node-replica-0].minMember = 2), which holds the gang's 2 pods, yet "
+        "1 of 2 pods are bound: it placed part of a gang whose floor is right"
+    ) in message
+    assert "gang floor: KAI podgrouper" not in message
+    assert message.count("gang floor:") == 1, "the blocker, bound whole on its right floor, is nobody's fault"
+
+
+def test_an_oversized_gang_bound_partially_on_a_low_floor_names_the_podgrouper(flow) -> None:
+    h = flow(Faults(podgrouper_gang_floor=1))
+    with pytest.raises(ConditionViolated) as failure:
+        test_gang.test_a_gang_that_cannot_fit_binds_no_pod(test_gang.LARGER_THAN_THE_CLUSTER[0], **h.args())
+    message = str(failure.value)
+    assert "12 of 13 pods bound" in message
+    assert "below the gang's 13 pods, so KAI may bind part of the gang; 12 of 13 pods are bound" in message
 
 
 # ---------------------------------------------------------------------------------------------- binder down

@@ -1,6 +1,8 @@
 """The elastic suite end to end on the simulated cluster (harness: tests/flows.py; the elastic behaviour of the
 simulated KAI: tests/fakes/kai_elastic.py). Without a fault each case passes; a KAI that ignores the minimum, treats
-an elastic gang as all-or-nothing, or evicts it whole fails the case naming what it saw; the control fires.
+an elastic gang as all-or-nothing, or evicts it whole fails the case naming what it saw; the control fires. Both
+holds over the waiting surplus end on the simulated KAI's refusals, and last their wall time when its events are
+throttled.
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ import pytest
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures import kinds
-from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
+from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, TimeoutPolicy
 from kai_conformance.suites import test_elastic
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_elastic import MinimumSource, elastic_row
 from kai_conformance.suites.support.snapshot import is_bound
+from tests.fakes.controllers import Faults
 from tests.fakes.kai import Kai
 from tests.fakes.kai_elastic import KaiElastic
 from tests.flows import NAMESPACE
@@ -144,3 +147,38 @@ def test_the_elastic_control_fails_when_the_detector_is_blind(flow, monkeypatch)
         test_elastic.test_control_the_elastic_detector_fires_on_a_gang_judged_against_a_larger_minimum(
             CONTROL, **h.args()
         )
+
+
+# ------------------------------------------------------------------------------------- holds on KAI's refusals
+#: Long enough for a hold to span several polls of the simulated cluster (0.9 s of wall time, a 0.3 s minimum), as
+#: in tests/test_flows_holds.py.
+HOLDING = TimeoutPolicy(scale=0.06)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda h: test_elastic.test_an_elastic_gang_starts_with_its_minimum_and_grows_when_gpus_free_up(
+            START, **h.args()
+        ),
+        lambda h: test_elastic.test_a_higher_priority_gang_takes_only_the_surplus_of_an_elastic_gang(
+            PREEMPTION, **h.args()
+        ),
+    ],
+    ids=["at-its-minimum-behind-the-blocker", "keeps-its-minimum-after-the-eviction"],
+)
+def test_the_elastic_holds_end_on_kais_refusals_of_the_surplus(flow, run) -> None:
+    h = flow(layout=SMALL)
+    h.timeouts = HOLDING
+    run(h)
+    (verdict,) = [v for v in h.record.record.verdicts if "held " in v.explanation]  # the case's one hold
+    assert (
+        "ended after the scheduler refused the workload" in verdict.explanation and "(needs 3)" in verdict.explanation
+    )
+
+
+def test_with_kai_events_throttled_an_elastic_hold_lasts_its_wall_time_and_says_so(flow) -> None:
+    h = flow(Faults(kai_events_throttled=True), layout=SMALL)
+    test_elastic.test_an_elastic_gang_starts_with_its_minimum_and_grows_when_gpus_free_up(START, **h.args())
+    verdict = next(v for v in h.record.record.verdicts if "held " in v.explanation)
+    assert "so the wall-clock hold applied" in verdict.explanation

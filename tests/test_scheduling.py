@@ -16,7 +16,6 @@ import pytest
 from kai_conformance.clusters.existing import OPT_IN_COMMAND
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.scheduling import (
@@ -31,6 +30,7 @@ from kai_conformance.fixtures.scheduling import (
 )
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import namespace_manifest
+from tests.builders import unsliced
 from tests.fakes.installation import make_settings
 from tests.suite_cases import suite_cases
 
@@ -263,6 +263,8 @@ class Request:
         self.config.stash[SUITE_MODE] = True
         self.fixturenames = ["cluster", "workspace"]
         self.node = SimpleNamespace(
+            stash=pytest.Stash(),
+            user_properties=[],
             nodeid="suites/test_x.py::test_case",
             iter_markers=lambda: [SimpleNamespace(name=m) for m in markers],
             callspec=SimpleNamespace(params={"case": case} if case else {}),
@@ -275,14 +277,13 @@ class Request:
 
 @pytest.fixture
 def guarded(tmp_path: Path, fake):
-    from kai_conformance.clusters.topology import load_topology
     from tests.fakes.installation import SimulatedStack, make_settings
 
     SimulatedStack(fake).add_workers(3)
     for node in fake.objects(kinds.NODE):
         node["status"]["capacity"]["nvidia.com/gpu"] = "4"
         fake.put(node)
-    settings = make_settings(tmp_path, timeouts=PATIENT, topology=load_topology("pr-gate"))
+    settings = make_settings(tmp_path, timeouts=PATIENT, topology=unsliced("pr-gate"))
     layout = GpuLayout(tuple(GpuNode(n["metadata"]["name"], 4) for n in fake.objects(kinds.NODE)))
     return {"settings": settings, "gpu_layout": layout, "kube": fake}
 
@@ -386,7 +387,7 @@ def test_a_serial_case_waits_until_earlier_cases_pods_have_left_the_nodes(tmp_pa
             }
         )
     assert pods_of_earlier_cases(fake, RUN_ID) == ["kc-earlier/p"]  # another run's pods are not this run's to wait for
-    impatient = {**guarded, "settings": make_settings(tmp_path, timeouts=EXPIRING, topology=load_topology("pr-gate"))}
+    impatient = {**guarded, "settings": make_settings(tmp_path, timeouts=EXPIRING, topology=unsliced("pr-gate"))}
     with (
         pytest.raises(errors.WaitTimeout, match=r"earlier cases' pods to leave the nodes[\s\S]*kc-earlier/p"),
         case_guard(Request(tmp_path, state("kind", "kind"), ("serial",), impatient)),  # type: ignore[arg-type]

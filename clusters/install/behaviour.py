@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue, replicated_job
+from kai_conformance.clusters.topology import NODE_POOL_LABEL
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.ownership import stamp
@@ -46,9 +47,13 @@ QUEUE_PREFIX = "kai-conformance-probe-"
 WORKLOAD_IMAGE_DOC = "docs/suites.md"
 
 
-def probe_objects(namespace: str, queue_name: str, image: str, run_id: str) -> list[Obj]:
+def probe_objects(
+    namespace: str, queue_name: str, image: str, run_id: str, node_pool: str | None = None, parent: str = PARENT_QUEUE
+) -> list[Obj]:
     """The probe's queue, namespace and Job, in creation order, labelled as this run's stack objects (the pod
-    template too: the probe deletes the pod, and the suite only ever deletes what carries its label)."""
+    template too: the probe deletes the pod, and the suite only ever deletes what carries its label). With
+    ``node_pool`` (a slice, clusters/slices.py) the queue and the Job carry KAI's node-pool label: the Job is the
+    PodGroup's top owner, whose labels the PodGroup inherits."""
     # Exactly the suite's runtimes' Job shape (clusters.suite_stack.replicated_job: Indexed, restartPolicy Never,
     # their per-index limit), with no GPU and no trainer ancestor. The limit matters: while an index may still be
     # retried, the Job controller keeps a deleted pod's finalizer until the replacement exists (10 s back-off), and
@@ -58,26 +63,40 @@ def probe_objects(namespace: str, queue_name: str, image: str, run_id: str) -> l
     job_template = replicated_job(JOB_NAME, image, ancestor=None, parallelism=1,
                                   pod_labels={QUEUE_LABEL: queue_name})["template"]  # fmt: skip
     job_template["spec"]["template"] = stamp(job_template["spec"]["template"], run_id)
+    pool = {NODE_POOL_LABEL: node_pool} if node_pool else {}
     job = {
         "apiVersion": kinds.JOB.api_version,
         "kind": kinds.JOB.kind,
-        "metadata": {"name": JOB_NAME, "namespace": namespace, "labels": {QUEUE_LABEL: queue_name}},
+        "metadata": {"name": JOB_NAME, "namespace": namespace, "labels": {QUEUE_LABEL: queue_name, **pool}},
         "spec": job_template["spec"],
     }
     namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    return [stamp(obj, run_id) for obj in (queue(queue_name, parent=PARENT_QUEUE), namespace_obj, job)]
+    leaf = queue(queue_name, parent=parent)
+    if pool:
+        leaf["metadata"]["labels"] = dict(pool)
+    return [stamp(obj, run_id) for obj in (leaf, namespace_obj, job)]
 
 
-def prove_scheduling(kube: KubeApi, run_id: str, image: str, timeouts: TimeoutPolicy, suffix: str = "") -> Obj:
+def prove_scheduling(
+    kube: KubeApi,
+    run_id: str,
+    image: str,
+    timeouts: TimeoutPolicy,
+    suffix: str = "",
+    *,
+    node_pool: str | None = None,
+    parent: str = PARENT_QUEUE,
+) -> Obj:
     """Run the probe (module docstring); returns what it saw, for ``ClusterState.stack['behaviour']``."""
     suffix = suffix or secrets.token_hex(3)
     probe = _Probe(kube, NAMESPACE_PREFIX + suffix, QUEUE_PREFIX + suffix, image, timeouts)
+    where = f" in node pool {node_pool}" if node_pool else ""
     progress.report(
-        f"KAI behaviour probe: Job {probe.namespace}/{JOB_NAME} in queue {probe.queue} (schedulerName "
+        f"KAI behaviour probe{where}: Job {probe.namespace}/{JOB_NAME} in queue {probe.queue} (schedulerName "
         f"kai-scheduler, no GPU): PodGroup, binding, Running, then one eviction"
     )
     try:
-        for obj in probe_objects(probe.namespace, probe.queue, image, run_id):
+        for obj in probe_objects(probe.namespace, probe.queue, image, run_id, node_pool, parent):
             kube.apply(obj)
         result = probe.run()
     finally:

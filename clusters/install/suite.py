@@ -13,10 +13,13 @@ from kai_conformance.fixtures.kube import KubeApi, describe
 from kai_conformance.fixtures.ownership import owned_selector, stamp
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
-#: Removal order: a namespace the behaviour probe could not remove (with its workload), runtimes, then the queues
-#: (the probe's leaf queue and the parent; the cases' queues are gone by then), and the RuntimeClass for fractional
-#: GPU pods when this run created it (clusters/gpu_sharing.py).
-REMOVAL_ORDER = (kinds.NAMESPACE, kinds.CLUSTER_TRAINING_RUNTIME, kinds.QUEUE, kinds.RUNTIME_CLASS)
+#: Removal order: a namespace the behaviour probe could not remove (with its workload), runtimes, the slices'
+#: SchedulingShards (clusters/slices.py), then the queues (the probes' leaf queues and the parents; the cases' queues
+#: are gone by then), and the RuntimeClass for fractional GPU pods when this run created it
+#: (clusters/gpu_sharing.py).
+REMOVAL_ORDER = (
+    kinds.NAMESPACE, kinds.CLUSTER_TRAINING_RUNTIME, kinds.SCHEDULING_SHARD, kinds.QUEUE, kinds.RUNTIME_CLASS,
+)  # fmt: skip
 
 
 def apply_suite_objects(kube: KubeApi, run_id: str, image: str, timeouts: TimeoutPolicy) -> list[str]:

@@ -7,8 +7,10 @@ A TrainJob becomes bound pods through a chain of components, each acting on what
       →(KAI scheduler) BindRequests, or PodScheduled=False and a PodGroup condition →(KAI binder) bound pods
 
 :func:`diagnose` walks it for one workload and stops at the first link that is missing, saying who should have
-made it and what that component's Deployment says (:mod:`suites.support.components`). Once the PodGroup exists it
-also says which queue and priority class it got and from which object (:mod:`suites.support.provenance`).
+made it and what that component's Deployment says (:mod:`suites.support.components`); the finding at each link is
+made in :mod:`suites.support.diagnosis_links`. Once the PodGroup exists it also says which queue and priority class it
+got and from which object (:mod:`suites.support.provenance`), and, when the PodGroup's gang floor is below the gang or
+part of the gang is bound, whose fault that is: the podgrouper's or the scheduler's (:mod:`suites.support.gang_floor`).
 
 Product or infrastructure: a failure stays a product failure (an ``AssertionError``) unless the broken link is a
 component that is down or cannot act —
@@ -27,75 +29,36 @@ component that does not act cannot make a forbidden thing happen; the diagnosis 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
 from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi, event_time
+from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import ConditionNotMet
-from kai_conformance.suites.support.components import (
-    BINDER,
-    JOB_CONTROLLER,
-    JOBSET,
-    PODGROUPER,
-    SCHEDULER,
-    TRAINER,
-    Component,
-    health,
+from kai_conformance.suites.support.components import JOB_CONTROLLER, JOBSET, TRAINER
+from kai_conformance.suites.support.diagnosis_links import (
+    DECIDED,
+    Facts,
+    Finding,
+    absent,
+    conditions,
+    no_podgroup,
+    scheduling,
 )
-from kai_conformance.suites.support.detectors.queues import podgroup_explains
-from kai_conformance.suites.support.expectations import (
-    BIND_FAILED,
-    BIND_SUCCEEDED,
-    NOT_READY_EVENT_REASON,
-    POD_GROUP_ANNOTATION,
-    PODGROUPER_USER,
-    PODGROUPER_WARNING_REASON,
-    QUEUE_LABEL,
-)
-from kai_conformance.suites.support.provenance import (
-    JOBS,
-    JOBSETS,
-    PODGROUPER_NEEDS,
-    PODGROUPS,
-    TRAINJOBS,
-    Access,
-    Provenance,
-    provenance,
-)
-from kai_conformance.suites.support.snapshot import (
-    NAMED,
-    Obj,
-    Snapshot,
-    labels_of,
-    name_list,
-    name_of,
-    owner_refs,
-    pending_reason,
-    scheduled_condition,
-)
+from kai_conformance.suites.support.expectations import PODGROUPER_USER, QUEUE_LABEL, KaiRow
+from kai_conformance.suites.support.gang_floor import culprit
+from kai_conformance.suites.support.provenance import PODGROUPER_NEEDS, TRAINJOBS, Access, Provenance, provenance
+from kai_conformance.suites.support.snapshot import Snapshot, labels_of, name_list, name_of
+
+# Facts, Finding and DECIDED stay part of this module's interface (cases and self-tests name them from here).
+__all__ = ["DECIDED", "Diagnosis", "Facts", "Finding", "diagnose", "explain", "explained", "gather", "review"]
 
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-DECIDED = "KAI's decision"
 T = TypeVar("T")
 
 
-# ------------------------------------------------------------------------------------------------ facts
-@dataclass(frozen=True)
-class Facts:
-    """What a diagnosis reads, once, when a wait has failed: the namespace (owners and events included) and the
-    cluster-wide facts about the components. ``None``: could not be read (``unread`` says why)."""
-
-    snap: Snapshot
-    bindrequests: tuple[Obj, ...] | None = ()
-    deployments: tuple[Obj, ...] | None = ()
-    access: dict[str, Access] | None = None
-    queue_label_key: str = QUEUE_LABEL
-    unread: tuple[str, ...] = ()
-
-
+# ------------------------------------------------------------------------------------------------ reading
 def review(kube: KubeApi, resource: str, verbs: Sequence[str]) -> Access:
     """SubjectAccessReviews through the API layer: which of ``verbs`` the podgrouper may not do on ``resource``."""
     plural, _, group = resource.partition(".")
@@ -130,25 +93,7 @@ def gather(kube: KubeApi, namespace: str, snap: Snapshot) -> Facts:
     return Facts(snap, bindrequests, deployments, access, key, tuple(unread))
 
 
-# ------------------------------------------------------------------------------------------------ findings
-@dataclass(frozen=True)
-class Finding:
-    """The broken link: who should have acted (``component``, None when no component is to blame) and what is
-    missing. ``down``: the component is down or cannot act (an infrastructure failure)."""
-
-    component: Component | None
-    text: str
-    down: bool = False
-    fix: str = ""
-    #: How the finding is introduced: a link nobody made, or the scheduler's own decision not to place the pods
-    #: (the behaviour under test, with KAI's reason).
-    heading: str = "broken link"
-
-    def __str__(self) -> str:
-        who = f"{self.component.name} ({self.component.acts}): " if self.component else ""
-        return f"{self.heading}: {who}{self.text}"
-
-
+# ------------------------------------------------------------------------------------------------ the walk
 @dataclass(frozen=True)
 class Diagnosis:
     workload: str
@@ -156,6 +101,9 @@ class Diagnosis:
     broken: Finding | None
     provenance: Provenance | None = None
     unread: tuple[str, ...] = ()
+    #: The gang floor's culprit (:func:`~suites.support.gang_floor.culprit`): a PodGroup whose floor is below the
+    #: gang (the podgrouper, or the TrainJob), or a right floor with part of the gang bound (the scheduler).
+    gang: Finding | None = None
 
     @property
     def down(self) -> bool:
@@ -163,13 +111,16 @@ class Diagnosis:
 
     def text(self) -> str:
         lines = [f"diagnosis of TrainJob {self.workload}: " + " → ".join(self.chain)]
+        got = [f"  {line}" for line in (self.provenance.lines() if self.provenance else [])]
+        gang = [f"  {self.gang}"] if self.gang is not None else []
         if self.broken is not None:
-            lines.append(f"  {self.broken}")
+            lines += [f"  {self.broken}", *gang, *got]
         elif self.provenance is not None and not self.provenance.as_asked:
-            lines.append("  every link is there, but the PodGroup does not carry what the chain asks for:")
+            lines += ["  every link is there, but the PodGroup does not carry what the chain asks for:", *got, *gang]
+        elif gang:
+            lines += ["  every link is there, but the gang is one object away from right:", *gang, *got]
         else:
-            lines.append("  no broken link: every step of the chain is there")
-        lines += [f"  {line}" for line in (self.provenance.lines() if self.provenance else [])]
+            lines += ["  no broken link: every step of the chain is there", *got]
         if self.broken and self.broken.fix:
             lines.append(f"  fix: {self.broken.fix}")
         if self.unread:
@@ -177,154 +128,24 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-def _conditions(obj: Obj) -> str:
-    found = [
-        f"{c.get('type')}={c.get('status')}"
-        + (f" ({c.get('reason')}: {c.get('message', '')})" if c.get("reason") else "")
-        for c in (obj.get("status") or {}).get("conditions") or []
-    ]
-    return f"{obj.get('kind')} {name_of(obj)} conditions: {'; '.join(found[:NAMED])}; " if found else ""
-
-
-def _look(component: Component, *also: str) -> str:
-    log = [f"its log ({component.log} in the case's diagnostics)"] if component.log else []
-    return f"check the {component.name}: " + ", ".join([*also, *log])
-
-
-def _absent(component: Component, facts: Facts, what: str, detail: str = "") -> Finding:
-    """``what`` is missing and ``component`` should have made it: down when its Deployment is not Available."""
-    state = health(component, facts.deployments)
-    return Finding(component, f"{what}; {detail}{state.text}", down=state.up is False, fix=_look(component))
-
-
-def _no_podgroup(facts: Facts, snap: Snapshot, workload: str) -> Finding:
-    pods = snap.live_pods
-    foreign = sorted({p["spec"].get("schedulerName") or "default-scheduler" for p in pods} - {KAI_SCHEDULER_NAME})
-    if foreign:
-        return Finding(
-            None,
-            f"no PodGroup: the pods ask for schedulerName {', '.join(foreign)}, and KAI's podgrouper only groups pods "
-            f"asking for {KAI_SCHEDULER_NAME} (kai-scheduler.md §3.5)",
-            fix="the runtime's pod template must set schedulerName: kai-scheduler",
-        )
-    if len(snap.podgroups) > 1:
-        return Finding(
-            PODGROUPER, f"{len(snap.podgroups)} PodGroups are owned by JobSet {workload}: {name_list(snap.podgroups)}"
-        )
-    named = {(p["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION) for p in pods} - {None}
-    elsewhere = [g for g in facts.snap.podgroups if name_of(g) in named]
-    parts = [f"no PodGroup owned by JobSet {workload}"]
-    if elsewhere:
-        owners = ", ".join(f"{r.get('kind')} {r.get('name')}" for g in elsewhere for r in owner_refs(g)) or "nothing"
-        parts.append(
-            f"the pods point at {name_list(elsewhere)}, owned by {owners}: the owner walk stopped below the JobSet"
-        )
-    elif named:
-        parts.append(f"the pods point at {', '.join(sorted(n for n in named if n))}, which does not exist")
-    else:
-        parts.append(f"no pod carries {POD_GROUP_ANNOTATION}: the podgrouper has not grouped them")
-    warnings = [e for e in snap.events if e.get("reason") == PODGROUPER_WARNING_REASON]
-    if warnings:
-        parts.append(f"{PODGROUPER_WARNING_REASON}: {max(warnings, key=event_time).get('message', '')}")
-    blocked = [a for r in (JOBS, JOBSETS, PODGROUPS) if (a := (facts.access or {}).get(r)) and a.granted is False]
-    parts += [str(a) for a in blocked]
-    state = health(PODGROUPER, facts.deployments)
-    parts.append(state.text)
-    fix = (
-        f"grant the podgrouper's ClusterRole what KAI's chart grants (kai-scheduler.md §4.6), bound to {PODGROUPER_USER}"
-        if blocked
-        else _look(PODGROUPER, "its Deployment's pods and events")
-    )
-    return Finding(PODGROUPER, "; ".join(parts), down=bool(blocked) or state.up is False, fix=fix)
-
-
-def _phase(request: Obj) -> str:
-    return (request.get("status") or {}).get("phase") or "without a phase"
-
-
-def _acted(request: Obj) -> bool:
-    """Has the binder acted on the request (it writes Succeeded or Failed; ``Pending`` or nothing: not yet)?"""
-    return _phase(request) in (BIND_SUCCEEDED, BIND_FAILED)
-
-
-def _scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Finding | None:
-    """The pods are grouped: did the scheduler decide (BindRequests, or a reason not to) and did the binder bind?"""
-    pending = snap.pending_pods
-    requests = {r["spec"].get("podName"): r for r in facts.bindrequests or ()}
-    mine = [requests[name_of(p)] for p in snap.live_pods if name_of(p) in requests]
-    if facts.bindrequests is None:
-        chain.append("BindRequests not read")
-    elif mine:
-        phases: dict[str, int] = {}
-        for request in mine:
-            phases[_phase(request)] = phases.get(_phase(request), 0) + 1
-        chain.append(f"{len(mine)} BindRequest(s) (" + ", ".join(f"{n} {p}" for p, n in sorted(phases.items())) + ")")
-    chain.append(f"{len(snap.bound_pods)} of {len(snap.live_pods)} pods bound")
-    if not pending:
-        return None
-    stuck = [(p, requests[name_of(p)]) for p in pending if name_of(p) in requests and not _acted(requests[name_of(p)])]
-    if stuck:
-        nodes = sorted({r["spec"].get("selectedNode", "?") for _, r in stuck})
-        return Finding(
-            BINDER,
-            f"{len(stuck)} BindRequest(s) for {name_list([p for p, _ in stuck])} {_phase(stuck[0][1])}: the scheduler "
-            f"chose {', '.join(nodes)} and nobody bound them; {health(BINDER, facts.deployments).text}",
-            down=True,
-            fix=_look(BINDER, "its Deployment's pods and events", "its RBAC for pods/binding"),
-        )
-    failed = [
-        (p, requests[name_of(p)])
-        for p in pending
-        if name_of(p) in requests and _phase(requests[name_of(p)]) == BIND_FAILED
-    ]
-    if failed:
-        status = failed[0][1].get("status") or {}
-        state = health(BINDER, facts.deployments)
-        return Finding(
-            BINDER,
-            f"binding {name_list([p for p, _ in failed])} failed after {status.get('failedAttempts', 0)} attempt(s): "
-            f"{status.get('reason', 'no reason given')}; {state.text}",
-            down=state.up is False,
-            fix=_look(BINDER, "the pods' BindingError events"),
-        )
-    held = [p for p in pending if (scheduled_condition(p) or {}).get("status") == "False"]
-    says = podgroup_explains(snap)
-    if held or says.ok:
-        reason = pending_reason(held[0]) if held else "no pod condition"
-        told = f"; {says.explanation}" if says.ok else ""
-        return Finding(
-            SCHEDULER,
-            f"it did not place {len(pending)} pod(s): {name_list(held or pending)} {reason}{told}",
-            heading=DECIDED,
-        )
-    not_ready = snap.events_for(pg, NOT_READY_EVENT_REASON)
-    if not_ready:
-        message = max(not_ready, key=event_time).get("message", "")
-        return Finding(SCHEDULER, f"it waits for the gang's pods: {message}", heading=DECIDED)
-    state = health(SCHEDULER, facts.deployments)
-    return Finding(
-        SCHEDULER,
-        f"it has not acted on PodGroup {name_of(pg)}: no BindRequest, no PodScheduled condition on "
-        f"{name_list(pending)}, no scheduling condition or event on the PodGroup; {state.text}",
-        down=state.up is False,
-        fix=_look(SCHEDULER, "is it running for the default shard, and its Deployment's pods and events"),
-    )
-
-
-def diagnose(facts: Facts, workload: str, size: int) -> Diagnosis:
-    """Walk the chain of ``workload`` (``size`` pods) in ``facts`` and stop at the first broken link."""
+def diagnose(
+    facts: Facts, workload: str, size: int, *, kai: KaiRow | None = None, minimum: int | None = None
+) -> Diagnosis:
+    """Walk the chain of ``workload`` (``size`` pods) in ``facts`` and stop at the first broken link. ``kai``: the
+    KAI row the run assumes (it says where that version's podgrouper reads the gang floor); ``minimum``: the floor of
+    an elastic gang (default: every pod, ``size``)."""
     snap = facts.snap.of(workload)
     chain: list[str] = []
 
-    def stop(finding: Finding | None, prov: Provenance | None = None) -> Diagnosis:
-        return Diagnosis(workload, tuple(chain), finding, prov, facts.unread)
+    def stop(finding: Finding | None, prov: Provenance | None = None, gang: Finding | None = None) -> Diagnosis:
+        return Diagnosis(workload, tuple(chain), finding, prov, facts.unread, gang)
 
     trainjob = snap.trainjobs[0] if snap.trainjobs else None
     if trainjob is None:
         return stop(Finding(None, f"TrainJob {workload} does not exist (deleted, or never created)"))
     chain.append(f"TrainJob {workload}" + (" (suspended)" if (trainjob.get("spec") or {}).get("suspend") else ""))
     if not snap.jobsets:
-        return stop(_absent(TRAINER, facts, f"no JobSet for TrainJob {workload}", _conditions(trainjob)))
+        return stop(absent(TRAINER, facts, f"no JobSet for TrainJob {workload}", conditions(trainjob)))
     jobset = snap.jobsets[0]
     chain.append(f"JobSet {name_of(jobset)}")
     made = {labels_of(j).get(REPLICATED_JOB_LABEL) for j in snap.jobs}
@@ -337,7 +158,7 @@ def diagnose(facts: Facts, workload: str, size: int) -> Diagnosis:
         chain[-1] += " (" + ", ".join(f"{r.get('name')} waits for dependsOn" for r in waiting) + ")"
     if not snap.jobs or missing:
         names = ", ".join(str(r.get("name")) for r in missing) or "any"
-        return stop(_absent(JOBSET, facts, f"no Job yet for replicatedJob(s) {names}", _conditions(jobset)))
+        return stop(absent(JOBSET, facts, f"no Job yet for replicatedJob(s) {names}", conditions(jobset)))
     live = snap.live_pods
     chain.append(f"{len(live)} of {size} pods")
     if len(live) < size:
@@ -346,14 +167,14 @@ def diagnose(facts: Facts, workload: str, size: int) -> Diagnosis:
             return stop(
                 Finding(None, f"only {len(live)} of {size} pods exist: Jobs {name_list(suspended)} are suspended")
             )
-        detail = "".join(_conditions(j) for j in snap.jobs)
-        return stop(_absent(JOB_CONTROLLER, facts, f"only {len(live)} of {size} pods exist", detail))
+        detail = "".join(conditions(j) for j in snap.jobs)
+        return stop(absent(JOB_CONTROLLER, facts, f"only {len(live)} of {size} pods exist", detail))
     pg = snap.podgroup
     if pg is None:
-        return stop(_no_podgroup(facts, snap, workload))
+        return stop(no_podgroup(facts, snap, workload))
     prov = provenance(snap, (facts.access or {}).get(TRAINJOBS), facts.queue_label_key)
     chain.append(f"PodGroup {name_of(pg)}")
-    return stop(_scheduling(facts, snap, pg, chain), prov)
+    return stop(scheduling(facts, snap, pg, chain), prov, culprit(snap, size, kai, minimum))
 
 
 # --------------------------------------------------------------------------------------------- explaining
@@ -389,12 +210,19 @@ def explain(
     look: Callable[[], Snapshot],
     failure: BaseException,
     about: Sequence[tuple[str, int]],
+    *,
+    kai: KaiRow | None = None,
+    minimums: Mapping[str, int] | None = None,
 ) -> BaseException:
     """Diagnose every workload in ``about`` (name, pods) from a fresh look at the namespace (``look``: a snapshot
-    with owners and events) and return the failure to raise instead of ``failure``. A diagnosis never hides the
-    failure it explains: if it cannot be made, the failure says so and keeps its type."""
+    with owners and events) and return the failure to raise instead of ``failure``. ``kai`` and ``minimums`` (elastic
+    gangs' floors by name) go to :func:`diagnose`. A diagnosis never hides the failure it explains: if it cannot be
+    made, the failure says so and keeps its type."""
     try:
         facts = gather(kube, namespace, look())
-        return explained(failure, [diagnose(facts, name, size) for name, size in about])
+        floors = minimums or {}
+        return explained(
+            failure, [diagnose(facts, name, size, kai=kai, minimum=floors.get(name)) for name, size in about]
+        )
     except Exception as exc:  # whatever broke the diagnosis (the API included), the original failure must surface
         return _with_text(failure, f"(no chain diagnosis: {type(exc).__name__}: {exc})")

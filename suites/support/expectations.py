@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # area tables that import this module's helpers; their rows a
     from kai_conformance.suites.support.expectations_consolidation import ConsolidationRow
     from kai_conformance.suites.support.expectations_elastic import ElasticRow
     from kai_conformance.suites.support.expectations_fairness import FairShareRow
+    from kai_conformance.suites.support.expectations_lifecycle import LifecycleRows
     from kai_conformance.suites.support.expectations_sharing import SharingRow
     from kai_conformance.suites.support.expectations_topology import TopologyRow
 
@@ -290,6 +291,13 @@ class Expectations:
         from kai_conformance.suites.support.expectations_consolidation import consolidation_row
 
         return consolidation_row(self.kai.minor)
+
+    @property
+    def lifecycle(self) -> LifecycleRows:
+        """What ending workloads do under the KAI and JobSet versions (suites/support/expectations_lifecycle.py)."""
+        from kai_conformance.suites.support.expectations_lifecycle import lifecycle_rows
+
+        return lifecycle_rows(self.kai.minor, self.jobset.minor)
 
     def describe(self) -> str:
         """Names the rows, e.g. ``KAI v0.17 (SubGroups PodGroup) · Trainer v2.3 (...) · JobSet v0.12``."""

@@ -39,6 +39,9 @@ from kai_conformance.suites.support.version_rows import row_for
 CONSOLIDATION_ACTION = "consolidation"
 #: PodGroup annotation the scheduler stamps when it allocates a gang: where min-runtime counts from.
 LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
+#: PodGroup annotation the v0.17 scheduler stamps on a victim when it evicts it (``framework/statement.go``
+#: ``commitEvict`` l. 153–154, written at the session's close); absent from v0.16.8. Facts: upstream-facts.md §B11.
+LAST_EVICTION_ANNOTATION = "kai.scheduler/last-eviction-timestamp"
 #: Annotation (TrainJob, JobSet or pod) the v0.17 podgrouper turns into ``PodGroup.spec.preemptionDelay``.
 PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
 PREEMPTION_DELAY_REASON = "PreemptionDelayNotElapsed"

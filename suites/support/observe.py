@@ -31,6 +31,7 @@ from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import diagnosis
 from kai_conformance.suites.support.detectors.gang import gang_fully_bound
 from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.expectations import KaiRow
 from kai_conformance.suites.support.refusals import kai_refusals
 from kai_conformance.suites.support.snapshot import (
     Snapshot,
@@ -92,15 +93,30 @@ class Observer:
     """Snapshots of one namespace. ``owners``/``events`` widen a snapshot beyond pods and PodGroups.
 
     Every workload asked for (:meth:`workload`) is remembered, so a failed wait over the whole namespace diagnoses
-    each of them; a wait of one :class:`Workload` diagnoses that one.
+    each of them; a wait of one :class:`Workload` diagnoses that one. ``kai``: the KAI row the run assumes, so that a
+    diagnosis says where that version's podgrouper reads a gang's floor (:mod:`suites.support.gang_floor`).
     """
 
     def __init__(
-        self, kube: KubeApi, namespace: str, clock: Callable[[], float] = time.time, interval: float = POLL_INTERVAL
+        self,
+        kube: KubeApi,
+        namespace: str,
+        clock: Callable[[], float] = time.time,
+        interval: float = POLL_INTERVAL,
+        kai: KaiRow | None = None,
     ) -> None:
-        self.kube, self.namespace, self.clock, self.interval = kube, namespace, clock, interval
+        self.kube, self.namespace, self.clock, self.interval, self.kai = kube, namespace, clock, interval, kai
         self.timeline = Timeline()
         self.workloads: dict[str, int] = {}
+        #: Called with every snapshot taken, in order: a case that judges a whole episode (the lifecycle area) sees
+        #: every observation, not only those of one wait.
+        self.listeners: list[Callable[[Snapshot], None]] = []
+        #: Queues (cluster-scoped, by name) every snapshot also reads, for their status; and whether it reads the
+        #: namespace's BindRequests. Off unless a case asks: each costs requests on every poll.
+        self.queues: tuple[str, ...] = ()
+        self.bindrequests = False
+        #: Elastic gangs' floors by TrainJob (:meth:`workload`); any other workload's floor is all its pods.
+        self.minimums: dict[str, int] = {}
 
     def snapshot(self, *, events: bool = False, owners: bool = False) -> Snapshot:
         ns = self.namespace
@@ -112,8 +128,12 @@ class Observer:
             trainjobs=tuple(self.kube.list(kinds.TRAIN_JOB, ns)) if owners else (),
             jobsets=tuple(self.kube.list(kinds.JOB_SET, ns)) if owners else (),
             jobs=tuple(self.kube.list(kinds.JOB, ns)) if owners else (),
+            queues=tuple(q for q in (self.kube.find(kinds.QUEUE, name) for name in self.queues) if q is not None),
+            bindrequests=tuple(self.kube.list(kinds.BIND_REQUEST, ns)) if self.bindrequests else (),
         )
         self.timeline.observe(snap)
+        for listener in self.listeners:
+            listener(snap)
         return snap
 
     def until(
@@ -196,7 +216,13 @@ class Observer:
         if not targets:
             return failure
         return diagnosis.explain(
-            self.kube, self.namespace, lambda: self.snapshot(events=True, owners=True), failure, targets
+            self.kube,
+            self.namespace,
+            lambda: self.snapshot(events=True, owners=True),
+            failure,
+            targets,
+            kai=self.kai,
+            minimums=self.minimums,
         )
 
     def _probe(
@@ -223,8 +249,11 @@ class Observer:
 
         return probe
 
-    def workload(self, name: str, size: int) -> Workload:
+    def workload(self, name: str, size: int, *, minimum: int | None = None) -> Workload:
+        """The TrainJob ``name`` of ``size`` pods, all placed together unless ``minimum`` (an elastic gang's floor)."""
         self.workloads[name] = size
+        if minimum is not None:
+            self.minimums[name] = minimum
         return Workload(self, name, size)
 
 

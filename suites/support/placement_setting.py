@@ -54,32 +54,35 @@ class GpuUse:
     """GPUs held per node by every bound pod of the cluster, and the GPU pods still terminating."""
 
     used: dict[str, int]
-    terminating: tuple[str, ...]
+    terminating: dict[str, str]  # "namespace/pod" → its node
 
     def free(self, layout: GpuLayout) -> dict[str, int]:
         """Free GPUs per GPU node of ``layout``."""
         return {n.name: n.gpus - self.used.get(n.name, 0) for n in layout.gpu_nodes}
 
-    def settled(self) -> Observation:
-        """No GPU pod is terminating: KAI still counts a releasing pod's GPUs, so the free map would be wrong."""
-        if self.terminating:
-            return Observation(False, f"{len(self.terminating)} GPU pod(s) terminating: {', '.join(self.terminating)}")
+    def settled(self, layout: GpuLayout | None = None) -> Observation:
+        """No GPU pod is terminating (on ``layout``'s nodes, when given: a slice's case does not wait for the
+        others'): KAI still counts a releasing pod's GPUs, so the free map would be wrong."""
+        nodes = None if layout is None else {n.name for n in layout.nodes}
+        terminating = sorted(pod for pod, node in self.terminating.items() if nodes is None or node in nodes)
+        if terminating:
+            return Observation(False, f"{len(terminating)} GPU pod(s) terminating: {', '.join(terminating)}")
         return Observation(True, "no GPU pod terminating; in use: " + _describe(self.used))
 
 
 def gpu_use(kube: KubeApi) -> GpuUse:
     """Cluster-wide: other namespaces' pods count, so that an existing cluster's own workloads are seen too."""
     used: dict[str, int] = {}
-    terminating = []
+    terminating: dict[str, str] = {}
     for pod in kube.list(kinds.POD):
         gpus, node = gpus_of(pod), node_of(pod)
         if not gpus or node is None:
             continue
         if is_terminating(pod):
-            terminating.append(f"{pod['metadata'].get('namespace')}/{name_of(pod)}")
+            terminating[f"{pod['metadata'].get('namespace')}/{name_of(pod)}"] = node
         elif is_live(pod):
             used[node] = used.get(node, 0) + gpus
-    return GpuUse(used, tuple(sorted(terminating)))
+    return GpuUse(used, terminating)
 
 
 def _describe(used: dict[str, int]) -> str:

@@ -173,6 +173,10 @@ class Snapshot:
     trainjobs: tuple[Obj, ...] = ()
     jobsets: tuple[Obj, ...] = ()
     jobs: tuple[Obj, ...] = ()
+    #: Queues the observer was asked to follow (cluster-scoped: kept whole by :meth:`of`) and the namespace's
+    #: BindRequests (narrowed by :meth:`of` to those naming a pod of the TrainJob: its pods' names start with it).
+    queues: tuple[Obj, ...] = ()
+    bindrequests: tuple[Obj, ...] = ()
     workload: str | None = field(default=None)
 
     def of(self, workload: str) -> Snapshot:
@@ -188,6 +192,9 @@ class Snapshot:
             trainjobs=tuple(t for t in self.trainjobs if name_of(t) == workload),
             jobsets=tuple(j for j in self.jobsets if name_of(j) == workload),
             jobs=tuple(j for j in self.jobs if workload_of(j) == workload),
+            bindrequests=tuple(
+                b for b in self.bindrequests if str((b.get("spec") or {}).get("podName", "")).startswith(f"{workload}-")
+            ),
             workload=workload,
         )
 

@@ -91,11 +91,14 @@ def train_job(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     runtime_patches: list[dict[str, Any]] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A TrainJob of ``num_nodes`` pods with ``gpus`` GPUs each.
 
     ``queue`` and ``priority_class`` become the TrainJob labels KAI reads through its skip-top-owner grouper;
     Trainer itself copies no TrainJob label anywhere (trainer-jobset §3.5). ``runtimeRef.kind`` is always explicit.
+    ``env`` goes to ``spec.trainer.env``, which Trainer v2.2 and v2.3 put into the ``node`` container (e.g. the
+    workload's lifetime: :func:`clusters.suite_stack.lifetime_env`).
     """
     all_labels = dict(labels or {})
     if queue:
@@ -107,6 +110,8 @@ def train_job(
         "runtimeRef": {"apiGroup": TRAINER_API_GROUP, "kind": runtime_kind, "name": runtime},
         "trainer": {"numNodes": num_nodes, "resourcesPerNode": gpu_resources(gpus)},
     }
+    if env:
+        spec["trainer"]["env"] = [{"name": k, "value": v} for k, v in env.items()]
     if runtime_patches:
         spec["runtimePatches"] = runtime_patches
     return {"apiVersion": kinds.TRAIN_JOB.api_version, "kind": kinds.TRAIN_JOB.kind, "metadata": meta, "spec": spec}
@@ -159,8 +164,10 @@ def case_runtime(
     job: Metadata | None = None,
     pod: Metadata | None = None,
     replicated_jobs: list[dict[str, Any]] | None = None,
+    failure_policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A namespaced TrainingRuntime for one case: the suite's torch runtime plus the given metadata.
+    """A namespaced TrainingRuntime for one case: the suite's torch runtime plus the given metadata (and JobSet
+    ``failure_policy``).
 
     TrainJobs reference it with ``runtime_kind=NAMESPACED_RUNTIME_KIND`` (Trainer looks it up in the TrainJob's
     namespace, upstream-facts §A4).
@@ -182,4 +189,5 @@ def case_runtime(
         replicated_jobs=jobs,
         jobset_labels=(jobset or {}).get("labels"),
         jobset_annotations=(jobset or {}).get("annotations"),
+        failure_policy=failure_policy,
     )

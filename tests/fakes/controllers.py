@@ -21,6 +21,9 @@ KAI's areas beyond the core live in mixins placed before :class:`Kai`, in the or
 (``kai_consolidation``: consolidation, min-runtime, preemption delay; ``kai_fairness``: fair share and reclaim
 across sibling queues), each overriding the core's named extension points.
 
+What ends a workload (its own exit, a JobSet restart, suspension) and what KAI then releases (PodGroup and Queue
+status, stale-gang eviction) are ``kubelet``, ``job_controller``, ``jobset_lifecycle`` and ``kai_lifecycle``.
+
 Not simulated: events other than the ones the suites read, image pulls.
 """
 
@@ -36,6 +39,7 @@ from tests.fakes.kai import Kai
 from tests.fakes.kai_consolidation import KaiConsolidation
 from tests.fakes.kai_elastic import KaiElastic
 from tests.fakes.kai_fairness import KaiFairness
+from tests.fakes.kai_lifecycle import KaiLifecycle
 from tests.fakes.kai_placement import KaiPlacement
 from tests.fakes.kai_sharing import KaiSharing
 from tests.fakes.kai_topology import KaiTopology
@@ -61,6 +65,7 @@ class SimulatedControllers(
     KaiPlacement,
     KaiConsolidation,
     KaiFairness,
+    KaiLifecycle,
     Kai,
     Kubelet,
     Simulation,
@@ -116,5 +121,6 @@ class SimulatedControllers(
 
     def _round(self) -> bool:
         """One pass of every controller; whether any changed something."""
-        steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder, self.kubelet)
+        steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder, self.kubelet,
+                 self.kai_status)  # fmt: skip
         return any([step() for step in steps])

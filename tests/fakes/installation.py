@@ -31,13 +31,14 @@ import yaml
 from kai_conformance.clusters.install import kai, trainer
 from kai_conformance.clusters.install.crds import SUITE_KINDS
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.clusters.topology import WORKER_INDEX_LABEL, load_topology
+from kai_conformance.clusters.topology import WORKER_INDEX_LABEL
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.options import CATALOG
 from kai_conformance.fixtures.settings import InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
+from tests.builders import unsliced
 from tests.fakes.commands import FakeRunner
 from tests.fakes.controllers import Faults, SimulatedControllers
 from tests.fakes.kube import Call, FakeKube
@@ -71,7 +72,7 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
         "keep_cluster": False,
         "kubeconfig": None,
         "context": None,
-        "topology": load_topology("pr-gate"),
+        "topology": unsliced("pr-gate"),
         "timeouts": TimeoutPolicy(scale=0.01),
         "report_dir": tmp,
         "render_dir": None,
@@ -189,6 +190,8 @@ class SimulatedStack:
     #: API calls between a CRD's first sight and its Established condition. The apiextensions controllers set it
     #: asynchronously: on real kind the first read after a create answered ``status.conditions: null``.
     crd_establish_calls: int = 2
+    #: The nodes the simulated KAI places on (one by default); a slice's node carries its node-pool label.
+    sim_nodes: tuple[GpuNode, ...] = (GpuNode(SIM_NODE, 4),)
     _kai_installed_at: int | None = None
     _crds_seen_at: dict[str, int] = field(default_factory=dict)
 
@@ -197,7 +200,7 @@ class SimulatedStack:
         self.fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
         self.fake.reactors.append(self._controllers)
         self.fake.admission.append(self._webhooks)
-        layout = GpuLayout((GpuNode(SIM_NODE, 4),))
+        layout = GpuLayout(self.sim_nodes)
         self.workloads = SimulatedControllers(self.fake, layout, faults=self.faults).install(publish=False)
         r = self.runner
         r.on("helm", "upgrade", "--install", kai.RELEASE, action=self._install_kai)
@@ -286,6 +289,11 @@ class SimulatedStack:
                 if fake.store.get(("apps/v1", "Deployment", kai.NAMESPACE, name)) is None:
                     image = f"{KAI_REGISTRY}/{KAI_IMAGES[name]}:v0.17.0"
                     fake.put(deployment(name, kai.NAMESPACE, image, KAI_OPERAND_LABELS))
+            # KAI's operator: a scheduler Deployment per SchedulingShard, <schedulerName>-<shard> (clusters/slices.py)
+            for shard in fake.objects(kinds.SCHEDULING_SHARD):
+                name = f"kai-scheduler-{shard['metadata']['name']}"
+                if fake.store.get(("apps/v1", "Deployment", kai.NAMESPACE, name)) is None:
+                    fake.put(deployment(name, kai.NAMESPACE, f"{KAI_REGISTRY}/scheduler:v0.17.0", KAI_OPERAND_LABELS))
         for obj in list(fake.store.values()):
             status = obj.setdefault("status", {})
             if obj["kind"] == "CustomResourceDefinition" and not status.get("conditions"):

@@ -17,6 +17,16 @@ What it keeps of pkg/controller/job (job_controller.go, indexed_job_utils.go, ba
   failure (capped at 10 min; ``getRemainingTimePerIndex``), with ``batch.kubernetes.io/job-index-failure-count``.
   An index whose failures exceed ``backoffLimitPerIndex`` is failed (``failedIndexes``) and the Job with it.
 * Suspending a Job deletes its active pods (finalizer first, as ``deleteJobPods`` does); they count for nothing.
+* A Job-wide ``backoffLimit`` (no per-index limit): once more pods failed than the limit (default 6), the Job gets
+  ``FailureTarget`` (``BackoffLimitExceeded``, "Job has reached the specified backoff limit"), its active pods are
+  deleted (``deleteActivePods``, finalizers kept until counted), and ``Failed`` with the same reason follows once no
+  pod is left running or terminating (``delayTerminalCondition``, Kubernetes 1.31 and later). Its failed pods are
+  counted at once: only a per-index limit keeps them for their replacement.
+* Every container of an Indexed Job's pods gets ``JOB_COMPLETION_INDEX`` from the pod's completion-index label
+  (``addCompletionIndexEnvVariable``, label fieldRef with ``PodIndexLabel``), and the pod the index as annotation too.
+* A Job being deleted (the JobSet deletes a previous attempt's Jobs with foreground propagation) creates no pod; the
+  finalizers of its pods that ended or are being deleted are removed (what ``trackJobStatusAndRemoveFinalizers``
+  does for a removed Job).
 
 Hence the trap an evicted pod can fall into: deleted, it is *failed* only until the kubelet ends it; if its
 containers exit 0 it turns ``Succeeded`` before the back-off lets a replacement in, and its index is complete.
@@ -24,6 +34,7 @@ containers exit 0 it turns ``Succeeded`` before the back-off lets a replacement 
 
 from __future__ import annotations
 
+from kai_conformance.clusters.suite_stack import COMPLETION_INDEX_ENV
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating, labels_of, parse_time
 from tests.fakes.kube import clone
@@ -94,6 +105,12 @@ class JobController(Simulation):
         changed = False
         for job in self._all(kinds.JOB):
             pods = self._owned(kinds.POD, job)
+            if job["metadata"].get("deletionTimestamp"):
+                for pod in pods:
+                    if is_finished(pod) or is_terminating(pod):
+                        self._drop_finalizer(pod, JOB_TRACKING_FINALIZER)
+                        changed = True
+                continue
             if job["spec"].get("suspend"):
                 for pod in filter(is_active, pods):
                     self._drop_finalizer(pod, JOB_TRACKING_FINALIZER)
@@ -116,7 +133,8 @@ class JobController(Simulation):
         for pod in counted:
             if is_failed(pod) and limit is not None and failure_count(pod) + 1 > limit:
                 failed_indexes.add(index_of(pod))
-        waiting = self._awaiting_replacement(pods, succeeded | failed_indexes)
+        # Only a per-index limit keeps a failed pod until its replacement (getPodsWithDelayedDeletionPerIndex).
+        waiting = self._awaiting_replacement(pods, succeeded | failed_indexes) if limit is not None else {}
         kept = {p["metadata"]["uid"] for p in waiting.values()}
         changed = False
         for pod in counted:
@@ -136,7 +154,14 @@ class JobController(Simulation):
         if limit is not None:
             status["failedIndexes"] = format_indexes(failed_indexes)
         status["active"] = sum(1 for p in pods if is_active(p))
-        if not finished:
+        target = self._failure_target(job, limit)
+        if not finished and target is not None:
+            for pod in filter(is_active, pods):  # deleteActivePods: counted as failed once terminating (above)
+                self._api_delete(self._find(kinds.POD, pod["metadata"]["name"], pod["metadata"]["namespace"]))
+                changed = True
+            if not any(is_active(p) or is_terminating(p) for p in pods):
+                self._finish_job(job, "Failed", target["reason"], target["message"])
+        elif not finished:
             if len(succeeded) >= completions:
                 self._finish_job(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
             elif failed_indexes and len(succeeded | failed_indexes) >= completions:
@@ -154,6 +179,19 @@ class JobController(Simulation):
             if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
                 return condition["type"]
         return None
+
+    def _failure_target(self, job: Obj, per_index_limit: int | None) -> Obj | None:
+        """The Job's ``FailureTarget`` condition, added when a Job-wide ``backoffLimit`` is exceeded."""
+        status = job["status"]
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "FailureTarget" and condition.get("status") == "True":
+                return condition
+        if per_index_limit is not None or status.get("failed", 0) <= job["spec"].get("backoffLimit", 6):
+            return None
+        target = {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+                  "message": "Job has reached the specified backoff limit", "lastTransitionTime": self._now()}  # fmt: skip
+        status.setdefault("conditions", []).append(target)
+        return target
 
     def _finish_job(self, job: Obj, kind: str, reason: str, message: str) -> None:
         now = self._now()
@@ -204,6 +242,12 @@ class JobController(Simulation):
         annotations = dict(meta.get("annotations") or {})
         if job["spec"].get("backoffLimitPerIndex") is not None:
             annotations[INDEX_FAILURE_COUNT] = str(failures)
+        if job["spec"].get("completionMode") == "Indexed" or self._owner(job, kinds.JOB_SET) is not None:
+            annotations[INDEX_LABEL] = str(index)  # JobSet's webhook makes every Job Indexed
+            for container in template["spec"]["containers"]:
+                if not any(v.get("name") == COMPLETION_INDEX_ENV for v in container.get("env") or []):
+                    container.setdefault("env", []).append({"name": COMPLETION_INDEX_ENV, "valueFrom": {
+                        "fieldRef": {"fieldPath": f"metadata.labels['{INDEX_LABEL}']"}}})  # fmt: skip
         return {
             "apiVersion": "v1",
             "kind": "Pod",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import yaml
 
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
+from kai_conformance.clusters.topology import NODE_POOL_LABEL
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
@@ -37,7 +38,7 @@ class Kai(Simulation):
             trainjob = None if self.faults.podgrouper_without_trainjob_rbac else self._owner(jobset, kinds.TRAIN_JOB)
             name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
             if self._peek(kinds.POD_GROUP, name, pod["metadata"]["namespace"]) is None:
-                self.fake.write(self._podgroup_for(name, jobset, trainjob, pod))
+                self.fake.write(self._broken_floor(self._podgroup_for(name, jobset, trainjob, pod)))
                 changed = True
             elif self.faults.podgrouper_moves_queue:
                 wanted = self._podgroup_for(name, jobset, trainjob, pod)
@@ -94,6 +95,14 @@ class Kai(Simulation):
             "spec": {"queue": queue, "priorityClassName": priority or ex.DEFAULT_PRIORITY_CLASS, **shape},
             "status": {},
         }, jobset, top_annotations)  # fmt: skip
+
+    def _broken_floor(self, pg: Obj) -> Obj:
+        """``Faults.podgrouper_gang_floor``: that floor instead of the chain's, in every leaf SubGroup or the flat spec."""
+        floor = self.faults.podgrouper_gang_floor
+        for holder in [pg["spec"], *(pg["spec"].get("subGroups") or [])] if floor is not None else []:
+            if "minMember" in holder:
+                holder["minMember"] = floor
+        return pg
 
     def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:
         """Extension point for area mixins (tests/fakes/kai_*.py): more of what the podgrouper writes."""
@@ -192,6 +201,17 @@ class Kai(Simulation):
         return {"podName": pod["metadata"]["name"], "selectedNode": node, "receivedResourceType": "Regular",
                 "receivedGPU": {"count": gpus_of(pod), "portion": "1.00"}}  # fmt: skip
 
+    def _in_pool(self, free: dict[str, int], pool: str | None) -> dict[str, int]:
+        """``free`` on the nodes of node pool ``pool`` (None: the nodes of none), as a shard's scheduler lists them;
+        kube-scheduler's pods go there too (the suite keeps them off the slices by affinity)."""
+        pools = {name: labels_of(node).get(NODE_POOL_LABEL) for name, node in self._nodes_by_name().items()}
+        return {name: gpus for name, gpus in free.items() if pools.get(name) == pool}
+
+    def _nodes_by_name(self) -> dict[str, Obj]:
+        return self._derived(
+            "nodes", lambda: {n["metadata"]["name"]: n for n in self.fake.stored(kinds.NODE)}, (kinds.NODE,)
+        )
+
     def _place_group(self, pg: Obj, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
         """Extension point: where the pods of ``pg`` go (first fit here; area mixins add topology or devices)."""
         return self._place(pods, free, whole)
@@ -242,7 +262,7 @@ class Kai(Simulation):
         changed = False
         pending = [p for p in self._all(kinds.POD) if not is_bound(p) and not is_terminating(p)]
         default = [p for p in pending if p["spec"].get("schedulerName") != KAI_SCHEDULER_NAME]
-        for name, node in (self._place(default, self._free(), whole=False) or {}).items():
+        for name, node in (self._place(default, self._in_pool(self._free(), None), whole=False) or {}).items():
             self._bind(next(p for p in default if p["metadata"]["name"] == name), node)
             changed = True
         groups = sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen)))
@@ -287,6 +307,8 @@ class Kai(Simulation):
             return False
         asked = self._to_allocate(pg, members, waiting)
         queue = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
+        if queue is not None and labels_of(queue).get(NODE_POOL_LABEL) != labels_of(pg).get(NODE_POOL_LABEL):
+            queue = None  # each node pool's scheduler lists only the queues of its pool (clusters/slices.py)
         if queue is None:
             queue_name = pg["spec"]["queue"]
             return self._unschedulable(
@@ -299,7 +321,8 @@ class Kai(Simulation):
         if over_quota:
             return self._unschedulable(pg, waiting, NON_PREEMPTIBLE_OVER_QUOTA_REASON, over_quota)
         whole = not self.faults.partial_gangs
-        placement = self._place_group(pg, asked, self._free(), whole) or self._evict_for(pg, asked, whole)
+        free = self._in_pool(self._free(), labels_of(pg).get(NODE_POOL_LABEL))
+        placement = self._place_group(pg, asked, free, whole) or self._evict_for(pg, asked, whole)
         if not placement:
             return self._unschedulable(pg, waiting, *self._unplaceable(pg, waiting))
         for pod in asked:

@@ -8,6 +8,8 @@
 * Min-runtime: a victim gang whose PodGroup's ``kai.scheduler/last-start-timestamp`` (stamped when the scheduler
   places the gang, whole seconds like KAI's) is younger than its queue's ``preemptMinRuntime`` (preempt) or
   ``reclaimMinRuntime`` (reclaim; for sibling queues the victim's queue, else its parents) may not be evicted.
+* Eviction stamp (v0.17, the rows with a preemption delay: both arrived in v0.17.0): an evicted victim's PodGroup
+  gets ``kai.scheduler/last-eviction-timestamp`` (whole seconds, like KAI's ``commitEvict``).
 * Preemption delay (rows that have it): the podgrouper copies ``kai.scheduler/preemption-delay`` from the merged
   top-owner annotations into ``spec.preemptionDelay`` (KAI also reads the pod's; the cases put it on the TrainJob); a gang within ``max(creation, last eviction) +
   delay`` triggers no eviction and says ``PreemptionDelayNotElapsed``.
@@ -24,6 +26,7 @@ from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.detectors.consolidation import go_duration
 from kai_conformance.suites.support.expectations_consolidation import (
     CONSOLIDATION_ACTION,
+    LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
     PREEMPTION_DELAY_ANNOTATION,
     PREEMPTION_DELAY_REASON,
@@ -136,6 +139,10 @@ class KaiConsolidation(Simulation):
     ) -> None:
         self._last_eviction[uid_of(victim)] = self._seconds()
         super()._evict(victim, pod, preemptor, evicted, action, message)
+        group = self._find(kinds.POD_GROUP, victim["metadata"]["name"], victim["metadata"]["namespace"])
+        if self.consolidation.preemption_delay and group is not None:
+            group["metadata"].setdefault("annotations", {})[LAST_EVICTION_ANNOTATION] = self.fake._now()
+            self.fake.write(group)
 
     def _consolidate_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         free = self._free()

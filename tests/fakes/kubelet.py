@@ -12,13 +12,24 @@
 
 A real kubelet ends a deleted pod within its grace period (seconds), before the Job controller's back-off (10 s)
 lets a replacement in; the simulated Job controller keeps that order (tests/fakes/job_controller.py).
+
+* A running container of the suite's workload whose environment gives it a lifetime (``KC_RUN_SECONDS`` and the
+  others: :func:`clusters.suite_stack.planned_end`, the contract of ``WORKLOAD_COMMAND``) exits on its own that
+  long after it started (on the FakeKube clock), with its exit code; the environment is the container's ``env``,
+  ``value`` or a ``fieldRef`` to the pod's labels or annotations (how the Job controller hands over
+  ``JOB_COMPLETION_INDEX``). Under ``restartPolicy: Never`` the container stays terminated and the pod's phase
+  follows once every container has ended (``getPhase``: ``Succeeded`` if all exited 0, else ``Failed``); under
+  ``OnFailure`` (or ``Always``) a container that exited non-zero (or at all) is restarted in place, ``restartCount``
+  + 1 (pkg/kubelet/kuberuntime ``computePodActions``).
 """
 
 from __future__ import annotations
 
-from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND
+import re
+
+from kai_conformance.clusters.suite_stack import COMPLETION_INDEX_ENV, EVICTED_EXIT_CODE, WORKLOAD_COMMAND, planned_end
 from kai_conformance.fixtures import kinds
-from kai_conformance.suites.support.snapshot import is_bound, is_terminating
+from kai_conformance.suites.support.snapshot import is_bound, is_terminating, parse_time
 from tests.fakes.kwok import kwok_node, plays_kwok_nodes
 from tests.fakes.simulation import Obj, Simulation
 
@@ -48,6 +59,32 @@ def image_name(image: str) -> str:
     return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
 
 
+#: ``metadata.labels['key']`` / ``metadata.annotations['key']``: the fieldRefs the kubelet resolves into env values.
+FIELD_REF = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+
+
+def environment(pod: Obj, container: Obj) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: plain values and fieldRefs to the pod's metadata."""
+    env: dict[str, str] = {}
+    for var in container.get("env") or []:
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+            continue
+        ref = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+        found = FIELD_REF.fullmatch(ref)
+        if found:
+            env[var["name"]] = str((pod["metadata"].get(found.group(1)) or {}).get(found.group(2), ""))
+    return env
+
+
+def own_end(pod: Obj, container: Obj) -> tuple[float, int] | None:
+    """(seconds after start, exit code) of a workload container that ends on its own, None if it runs on."""
+    if container.get("command") != WORKLOAD_COMMAND:
+        return None
+    env = environment(pod, container)
+    return planned_end(env, int(env.get(COMPLETION_INDEX_ENV) or 0))
+
+
 def phase_of(exit_codes: list[int]) -> str:
     """The phase of a pod whose containers all ended (a deleted pod is terminal whatever its restartPolicy)."""
     return "Succeeded" if all(code == 0 for code in exit_codes) else "Failed"
@@ -66,7 +103,39 @@ class Kubelet(Simulation):
                 changed |= self._kill(pod)
             elif (pod.get("status") or {}).get("phase") in (None, "Pending"):
                 changed |= self._start(pod)
+            elif (pod.get("status") or {}).get("phase") == "Running":
+                changed |= self._run_to_own_end(pod)
         return changed
+
+    def _run_to_own_end(self, pod: Obj) -> bool:
+        """End the containers whose own lifetime is over (module docstring); restart or finish the pod."""
+        now = self.fake.clock().timestamp()
+        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses") or []}
+        ended = False
+        for container in pod["spec"]["containers"]:
+            status = statuses.get(container["name"]) or {}
+            running = (status.get("state") or {}).get("running")
+            end = own_end(pod, container) if running else None
+            if not running or end is None or now < (parse_time(running.get("startedAt")) or now) + end[0]:
+                continue
+            code, stamp = end[1], self._now()
+            policy = pod["spec"].get("restartPolicy", "Always")
+            if policy == "Always" or (policy == "OnFailure" and code != 0):
+                status["restartCount"] = status.get("restartCount", 0) + 1
+                status["lastState"] = {"terminated": {"exitCode": code, "finishedAt": stamp}}
+                status["state"] = {"running": {"startedAt": stamp}}
+            else:
+                status.update(ready=False, started=False, state={"terminated": {
+                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": running["startedAt"], "finishedAt": stamp}})  # fmt: skip
+            ended = True
+        if not ended:
+            return False
+        states = [(s.get("state") or {}).get("terminated") for s in statuses.values()]
+        if all(states):
+            pod["status"]["phase"] = phase_of([t["exitCode"] for t in states if t])
+        self.fake.write(pod)
+        return True
 
     def _start(self, pod: Obj) -> bool:
         now = self._now()

@@ -49,6 +49,9 @@ class Faults:
     podgrouper_without_trainjob_rbac: bool = False
     #: The podgrouper reads the queue from this label key instead of ``kai.scheduler/queue``.
     podgrouper_queue_label: str | None = None
+    #: The podgrouper writes this gang floor (every leaf SubGroup's ``minMember``, or the flat ``spec.minMember``)
+    #: instead of the one the chain asks for: below the gang's size, KAI binds part of the gang.
+    podgrouper_gang_floor: int | None = None
     #: KAI's binder does not run: the BindRequests the scheduler creates stay without a phase, no pod is bound,
     #: and the binder's Deployment is not Available.
     binder_down: bool = False
@@ -57,6 +60,16 @@ class Faults:
     kai_events_throttled: bool = False
     #: KAI considers only the first N PodGroups (in creation order) in every cycle; the rest wait, GPUs idle or not.
     scheduler_considers_only: int | None = None
+    #: KAI keeps the GPUs of pods that ended or were deleted: its podgroup-controller never lowers a PodGroup's
+    #: ``status.resourcesStatus`` (so the Queue's ``status.allocated`` never drops) and its scheduler never frees the
+    #: GPUs of an ended pod (tests/fakes/kai_lifecycle.py).
+    ended_pods_hold_gpus: bool = False
+    #: KAI's stale-gang eviction does not see Succeeded pods (KAI #1968), whatever the version's row says.
+    stale_eviction_of_completing_gangs: bool = False
+    #: KAI binds a PodGroup it placed before (its pods recreated by a JobSet restart or a resume) one pod short.
+    regrouped_gang_bound_one_short: bool = False
+    #: KAI's BindRequests lose their ownerReference to the pod: garbage collection leaves them behind.
+    bindrequests_without_owner: bool = False
 
 
 @dataclass

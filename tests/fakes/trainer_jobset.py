@@ -1,5 +1,12 @@
-"""Simulated Trainer and JobSet controllers: TrainJob → JobSet (runtime template, runtime patches, numNodes and
-resourcesPerNode on the trainer ancestor), JobSet → one Job per replicatedJob replica, honouring dependsOn and suspend.
+"""Simulated Trainer and JobSet controllers: TrainJob → JobSet (runtime template, runtime patches, numNodes,
+resourcesPerNode and env on the trainer ancestor), JobSet → one Job per replicatedJob replica, honouring dependsOn and
+suspend; how a JobSet ends or restarts is tests/fakes/jobset_lifecycle.py.
+
+Trainer's status (pkg/controller/trainjob_controller.go and pkg/runtime/framework/plugins/jobset/jobset.go
+``Status``, v2.2.0 = v2.3.0): ``Suspended`` True/``Suspended`` while ``spec.suspend``, False/``Resumed`` after;
+the JobSet's ``Completed`` and ``Failed`` become the TrainJob's ``Complete`` and ``Failed`` with the JobSet's reason
+and message (``meta.SetStatusCondition``); a finished TrainJob's JobSet is no longer changed
+(``IsTrainJobFinished``).
 """
 
 from __future__ import annotations
@@ -7,12 +14,18 @@ from __future__ import annotations
 from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.expectations_lifecycle import RESTART_ATTEMPT_LABEL
 from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
+from tests.fakes.jobset_lifecycle import JobSetLifecycle, true_conditions
 from tests.fakes.kube import clone
-from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation, merge_metadata
+from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, merge_metadata
+
+#: Trainer's messages for its ``Suspended`` condition (pkg/constants/constants.go).
+SUSPENDED = ("True", "Suspended", "TrainJob is suspended")
+RESUMED = ("False", "Resumed", "TrainJob is resumed")
 
 
-class TrainerAndJobSet(Simulation):
+class TrainerAndJobSet(JobSetLifecycle):
     # ------------------------------------------------------------------------------------------------ Trainer
     def trainer(self) -> bool:
         changed = False
@@ -20,37 +33,53 @@ class TrainerAndJobSet(Simulation):
             meta = tj["metadata"]
             suspended = bool(tj["spec"].get("suspend"))
             jobset = self._peek(kinds.JOB_SET, meta["name"], meta["namespace"])
-            if jobset is None:
+            finished = bool({"Complete", "Failed"} & true_conditions(tj))
+            if jobset is None and not finished:
                 runtime = self._runtime_of(tj)
                 if runtime is not None:
-                    self.fake.write(self._jobset_for(tj, runtime))
+                    jobset = self._jobset_for(tj, runtime)
+                    self.fake.write(jobset)
                     changed = True
-            elif bool(jobset["spec"].get("suspend")) != suspended:
+            elif jobset is not None and not finished and bool(jobset["spec"].get("suspend")) != suspended:
                 jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
                 jobset["spec"]["suspend"] = suspended
                 self.fake.write(jobset)
                 changed = True
-            else:
-                changed |= self._trainjob_finished(tj, jobset)
+            changed |= self._trainjob_status(tj, jobset)
         return changed
 
-    def _trainjob_finished(self, tj: Obj, jobset: Obj) -> bool:
-        """A finished JobSet finishes its TrainJob (``Completed`` → ``Complete``, ``Failed`` → ``Failed``)."""
-        ended = true_conditions(jobset)
+    def _trainjob_status(self, tj: Obj, jobset: Obj | None) -> bool:
+        """``setSuspendedCondition``, then the JobSet's terminal conditions (module docstring)."""
+        conditions = [dict(c) for c in (tj.get("status") or {}).get("conditions") or []]
+        before = repr(conditions)
+        suspended = next((c for c in conditions if c["type"] == "Suspended"), None)
+        if tj["spec"].get("suspend"):
+            self._set_trainjob_condition(conditions, "Suspended", *SUSPENDED)
+        elif suspended is not None and suspended.get("status") == "True":
+            self._set_trainjob_condition(conditions, "Suspended", *RESUMED)
         for jobset_type, trainjob_type in (("Completed", "Complete"), ("Failed", "Failed")):
-            if jobset_type in ended:
-                return self._add_terminal_condition(tj, trainjob_type, f"JobSet{jobset_type}")
-        return False
-
-    def _add_terminal_condition(self, obj: Obj, condition: str, reason: str) -> bool:
-        """Add the terminal condition ``condition`` once."""
-        if condition in true_conditions(obj):
+            found = next((c for c in ((jobset or {}).get("status") or {}).get("conditions") or []
+                          if c.get("type") == jobset_type and c.get("status") == "True"), None)  # fmt: skip
+            if found is not None:
+                self._set_trainjob_condition(
+                    conditions, trainjob_type, "True", found.get("reason", ""), found.get("message", "")
+                )
+        if repr(conditions) == before:
             return False
-        obj.setdefault("status", {}).setdefault("conditions", []).append(
-            {"type": condition, "status": "True", "reason": reason, "lastTransitionTime": self._now()}
-        )
-        self.fake.write(obj)
+        tj.setdefault("status", {})["conditions"] = conditions
+        self.fake.write(tj)
         return True
+
+    def _set_trainjob_condition(self, conditions: list[Obj], kind: str, value: str, reason: str, message: str) -> None:
+        """``meta.SetStatusCondition``: the transition time moves only when the status does."""
+        found = next((c for c in conditions if c["type"] == kind), None)
+        if found is None:
+            conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
+                               "lastTransitionTime": self._now()})  # fmt: skip
+        elif (found.get("status"), found.get("reason"), found.get("message")) != (value, reason, message):
+            if found.get("status") != value:
+                found["lastTransitionTime"] = self._now()
+            found.update(status=value, reason=reason, message=message)
 
     def _runtime_of(self, tj: Obj) -> Obj | None:
         ref = tj["spec"]["runtimeRef"]
@@ -86,19 +115,29 @@ class TrainerAndJobSet(Simulation):
             if (rjob["template"].get("metadata") or {}).get("labels", {}).get(TRAINER_ANCESTOR_LABEL) == "trainer":
                 node = next(c for c in pod_template["spec"]["containers"] if c["name"] == "node")
                 node["resources"] = clone(trainer.get("resourcesPerNode") or node.get("resources") or {})
+                # builder.go Trainer: apply.UpsertEnvVars(node.Env, trainJob.Spec.Trainer.Env...) (by name)
+                env = [
+                    v for v in node.get("env") or [] if v["name"] not in {e["name"] for e in trainer.get("env") or []}
+                ]
+                if trainer.get("env"):
+                    node["env"] = env + clone(trainer["env"])
         return {
             "apiVersion": ex.JOBSET_API_VERSION,
             "kind": "JobSet",
             "metadata": {"name": tj["metadata"]["name"], "namespace": tj["metadata"]["namespace"], "labels": labels,
                          "annotations": annotations, "ownerReferences": [self._ref(tj)]},
-            "spec": {"replicatedJobs": rjobs, "suspend": bool(tj["spec"].get("suspend"))},
+            # The runtime's whole JobSetSpec (failurePolicy, successPolicy, ...) with Trainer's changes (TJ §2.2).
+            "spec": {**template["spec"], "replicatedJobs": rjobs, "suspend": bool(tj["spec"].get("suspend"))},
         }  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------- JobSet
     def jobsets(self) -> bool:
         changed = False
         for js in self._all(kinds.JOB_SET):
-            changed |= self._jobset_finished(js)
+            step, proceed = self._jobset_lifecycle(js)
+            changed |= step
+            if not proceed:
+                continue
             ns, suspended = js["metadata"]["namespace"], bool(js["spec"].get("suspend"))
             for rjob in js["spec"]["replicatedJobs"]:
                 if not self._dependencies_ready(js, rjob):
@@ -109,24 +148,14 @@ class TrainerAndJobSet(Simulation):
                     if job is None:
                         self.fake.write(self._job_for(js, rjob, index, name))
                         changed = True
-                    elif bool(job["spec"].get("suspend")) != suspended:
+                    elif not job["metadata"].get("deletionTimestamp") and (
+                        bool(job["spec"].get("suspend")) != suspended
+                    ):
                         job = self._find(kinds.JOB, name, ns)
                         job["spec"]["suspend"] = suspended
                         self.fake.write(job)
                         changed = True
         return changed
-
-    def _jobset_finished(self, js: Obj) -> bool:
-        """JobSet's defaults: ``Completed`` once all its Jobs are ``Complete`` (success policy ``All``), ``Failed``
-        as soon as one Job failed (failure policy without restarts)."""
-        jobs = self._owned(kinds.JOB, js)
-        ended = [true_conditions(j) for j in jobs]
-        if any("Failed" in e for e in ended):
-            return self._add_terminal_condition(js, "Failed", "FailedJobs")
-        expected = sum(r.get("replicas", 1) for r in js["spec"]["replicatedJobs"])
-        if len(jobs) == expected and all("Complete" in e for e in ended):
-            return self._add_terminal_condition(js, "Completed", "AllJobsCompleted")
-        return False
 
     def _dependencies_ready(self, js: Obj, rjob: Obj) -> bool:
         for dependency in rjob.get("dependsOn") or []:
@@ -144,9 +173,13 @@ class TrainerAndJobSet(Simulation):
         own = dict(
             zip(ex.JOBSET_OWN_LABELS, (js["metadata"]["name"], uid_of(js), rjob["name"], str(index)), strict=True)
         )
+        # labelAndAnnotateObject: the attempt as label and annotation, on the Job and its pod template
+        own[RESTART_ATTEMPT_LABEL] = str((js.get("status") or {}).get("restarts", 0))
         job_meta = rjob["template"].get("metadata") or {}
         pod_template = clone(rjob["template"]["spec"]["template"])
-        merge_metadata(pod_template, {"labels": own})
+        merge_metadata(
+            pod_template, {"labels": own, "annotations": {RESTART_ATTEMPT_LABEL: own[RESTART_ATTEMPT_LABEL]}}
+        )
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -158,7 +191,3 @@ class TrainerAndJobSet(Simulation):
                      "parallelism": rjob["template"]["spec"].get("parallelism", 1),
                      "suspend": bool(js["spec"].get("suspend")), "template": pod_template},
         }  # fmt: skip
-
-
-def true_conditions(obj: Obj) -> set[str]:
-    return {c["type"] for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}

@@ -15,7 +15,8 @@ borrows, so cases running side by side cannot take GPUs from each other. Serial 
 they test (a whole-cluster quota, or quotas that split the cluster).
 
 One module per suite area (:mod:`.gang`, :mod:`.queues`, :mod:`.labels`, :mod:`.preemption`, :mod:`.podgrouper`,
-:mod:`.elastic`, :mod:`.placement`, :mod:`.topology`, :mod:`.sharing`, :mod:`.fairness`, :mod:`.consolidation`), the
+:mod:`.elastic`, :mod:`.placement`, :mod:`.topology`, :mod:`.sharing`, :mod:`.fairness`, :mod:`.consolidation`,
+:mod:`.lifecycle`), the
 control cases of the first five areas (:mod:`.control`; the later areas keep theirs in their own module), and what
 they all share (:mod:`.contract`).
 """

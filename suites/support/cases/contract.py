@@ -13,6 +13,8 @@ Manifest = dict[str, Any]
 SERIAL = pytest.mark.serial
 DISRUPTIVE = pytest.mark.disruptive
 SLOW = pytest.mark.slow
+#: Never in a slice (clusters/slices.py): what KAI's node pools do not partition places the case's pods.
+SHARED_WORKERS = pytest.mark.shared_workers
 
 
 def param(case: Any) -> Any:

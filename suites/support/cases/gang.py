@@ -9,7 +9,7 @@ import pytest
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, RUNTIME
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.cases.contract import DISRUPTIVE, SERIAL, Manifest, WholeCluster
+from kai_conformance.suites.support.cases.contract import DISRUPTIVE, SERIAL, SHARED_WORKERS, Manifest, WholeCluster
 from kai_conformance.suites.support.shapes import GangShape, PodCount
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, train_job
 
@@ -58,8 +58,8 @@ class GangCase:
         return self.shape.demand(layout) if self.shape.fits(layout) else 0
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        if self.default_scheduler:  # the default scheduler fills every GPU it can
-            return (SERIAL, DISRUPTIVE)
+        if self.default_scheduler:  # the default scheduler fills every GPU it can, and knows no node pools
+            return (SERIAL, DISRUPTIVE, SHARED_WORKERS)
         if self.reserves_every_gpu:  # every GPU idle by lease (gpu_demand), not the whole cluster
             return ()
         if self.shape.needs_whole_cluster:  # fills every GPU

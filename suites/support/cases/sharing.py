@@ -15,7 +15,7 @@ import pytest
 
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.cases.contract import SERIAL, Manifest, WholeCluster, held_if_fits
+from kai_conformance.suites.support.cases.contract import SERIAL, SHARED_WORKERS, Manifest, WholeCluster, held_if_fits
 from kai_conformance.suites.support.expectations_sharing import GPU_FRACTION_ANNOTATION, portion_text
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, runtime_patch
 
@@ -65,7 +65,8 @@ class FractionCase:
         return held_if_fits(self.devices, layout)
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SERIAL,)
+        # The binder's reservation pods (one per shared device) are not in the case's node pool.
+        return (SERIAL, SHARED_WORKERS)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,9 @@ class FractionGangBehindBlocker(WholeCluster):
 
     pods: int = 3
     fraction: str = "0.5"
+
+    def marks(self) -> tuple[pytest.MarkDecorator, ...]:
+        return (*super().marks(), SHARED_WORKERS)  # reservation pods: see FractionCase.marks
 
     @property
     def id(self) -> str:
