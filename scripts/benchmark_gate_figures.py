@@ -18,6 +18,7 @@ JUNIT = "junit.xml"  # reports/generate.py JUNIT: where the suite points --junit
 RECORDS = Path(".state") / "records"  # reports/generate.py STATE + reports/records.py RECORDS_DIR
 SUMMARY = "summary.json"  # reports/generate.py JSON
 SLOT_WAIT = "slot-wait-seconds"  # the JUnit testcase property the suite writes (record_property)
+PARTITION = "partition"  # the slice a case ran in (fixtures/scheduling.py); absent: the shared workers
 WHOLE_CLUSTER = "serial"  # the marker of cases that take the whole cluster (fixtures/markers.py)
 ESTIMATE_WORKERS = 4
 TOP_WAITS = 10
@@ -30,6 +31,7 @@ class CaseTime:
     seconds: float
     slot_wait: float | None  # None: the case did not report it (counted as 0)
     outcome: str  # passed | failed | error | skipped | xfailed
+    partition: str = ""  # the slice it ran in; "" for the shared workers
 
 
 @dataclass
@@ -76,6 +78,12 @@ def _slot_wait(testcase: ET.Element) -> float | None:
     return None
 
 
+def _partition(testcase: ET.Element) -> str:
+    return next(
+        (p.get("value", "") for p in testcase.iterfind("properties/property") if p.get("name") == PARTITION), ""
+    )
+
+
 def parse_junit(path: Path) -> list[CaseTime]:
     """Every testcase of a JUnit file; a file cut short (a run killed while writing it) reads as no cases."""
     try:
@@ -89,7 +97,7 @@ def parse_junit(path: Path) -> list[CaseTime]:
             seconds = float(testcase.get("time", "0") or 0)
         except ValueError:
             seconds = 0.0
-        cases.append(CaseTime(nodeid, area, seconds, _slot_wait(testcase), _outcome(testcase)))
+        cases.append(CaseTime(nodeid, area, seconds, _slot_wait(testcase), _outcome(testcase), _partition(testcase)))
     return cases
 
 
@@ -131,6 +139,7 @@ def summarise(result: ModeResult, cases: list[CaseTime], markers: dict[str, list
         "wall_seconds": _r(result.wall_seconds),
         "junit": str(Path(result.report_dir) / JUNIT),
         "cases": len(cases),
+        "slices": sorted({c.partition for c in cases if c.partition}),
         "outcomes": dict(sorted(outcomes.items())),
         "case_seconds": _r(sum(c.seconds for c in cases)),
         "slot_wait_seconds": _r(sum(c.slot_wait or 0.0 for c in cases)),
@@ -159,13 +168,20 @@ def comparison(modes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def estimate(modes: list[dict[str, Any]], workers: int = ESTIMATE_WORKERS) -> dict[str, Any]:
-    """T(N) ≈ O + S + P / N from the serial mode: S = summed time of the whole-cluster (``serial``) cases, which
-    run alone in any mode; P = summed time of the others, spread over N workers; O = wall − (S + P), the run's own
-    work outside cases (preflight, cluster and install, reports), done once. Optimistic: it assumes N workers run
-    as fast as one (no CPU contention), no waits for GPU leases or for the drain before a whole-cluster case, and
-    an even spread."""
-    formula = f"T({workers}) ≈ O + S + P / {workers}"
+def estimate(modes: list[dict[str, Any]], workers: int = ESTIMATE_WORKERS, slices: int | None = None) -> dict[str, Any]:
+    """From the serial mode: S = summed time of the whole-cluster (``serial``) cases; P = summed time of the others;
+    O = wall − (S + P), the run's own work outside cases (preflight, cluster and install, reports), done once.
+
+    Without slices a serial case runs alone: T(N) ≈ O + S + P / N. With ``slices`` (the slices the measured runs
+    used, from the cases' ``partition`` property, unless given) up to k = min(N, slices + 1) serial cases run at
+    once, those in slices beside the others: T(N) ≈ O + max(S / k, (S + P) / N). Optimistic: it assumes N workers
+    run as fast as one (no CPU contention), no waits for GPU leases or for the drain before a whole-cluster case,
+    and an even spread."""
+    if slices is None:
+        slices = max((len(m.get("slices", [])) for m in modes), default=0)
+    places = min(workers, slices + 1)
+    formula = (f"T({workers}) ≈ O + max(S / {places}, (S + P) / {workers})  ({slices} slice(s))" if slices
+               else f"T({workers}) ≈ O + S + P / {workers}")  # fmt: skip
     serial = next((m for m in modes if m["mode"] == "serial"), None)
     if serial is None or not serial["cases"]:
         return {"workers": workers, "formula": formula, "seconds": None, "why_not": "needs a serial mode with cases"}
@@ -177,8 +193,9 @@ def estimate(modes: list[dict[str, Any]], workers: int = ESTIMATE_WORKERS) -> di
     s = serial["whole_cluster"]["case_seconds"]
     p = serial["case_seconds"] - s
     o = max(0.0, serial["wall_seconds"] - serial["case_seconds"])
+    seconds = o + max(s / places, (s + p) / workers) if slices else o + s + p / workers
     return {"workers": workers, "formula": formula, "from_mode": "serial", "O": _r(o), "S": _r(s), "P": _r(p),
-            "whole_cluster_cases": serial["whole_cluster"]["cases"], "seconds": _r(o + s + p / workers)}  # fmt: skip
+            "slices": slices, "whole_cluster_cases": serial["whole_cluster"]["cases"], "seconds": _r(seconds)}  # fmt: skip
 
 
 def clock(seconds: float | None) -> str:
@@ -228,7 +245,8 @@ def _estimate(e: dict[str, Any]) -> list[str]:
         return [*lines, f"Not computed: {e['why_not']}."]
     return [*lines, (
         f"From the serial mode: O (the run outside cases: wall time − summed case time) = {e['O']:.1f} s, "
-        f"S (the {e['whole_cluster_cases']} cases marked `{WHOLE_CLUSTER}`, which run alone) = {e['S']:.1f} s, "
+        f"S (the {e['whole_cluster_cases']} cases marked `{WHOLE_CLUSTER}`, which run alone or in a slice) = "
+        f"{e['S']:.1f} s, "
         f"P (the other cases, which run side by side) = {e['P']:.1f} s: **≈ {clock(e['seconds'])}**. Optimistic: it "
         f"assumes {n} workers run each case as fast as one does (no CPU contention), no waits for GPU leases or "
         "for the drain before a serial case, and an even spread."

@@ -72,9 +72,13 @@ def test_figures_per_area_comparison_and_estimate(tmp_path: Path) -> None:
     assert second["slot_wait_reported"] == 0 and not second["markers_known"]
     assert figures["comparison"] == [{"mode": "n2", "against": "serial", "wall_ratio": 0.5, "case_time_ratio": 0.08}]
     # O = 60 − 36 = 24 outside cases, S = 20 (the serial case), P = 16: 24 + 20 + 16 / 4 = 48.
-    assert figures["estimate"] == {"workers": 4, "formula": "T(4) ≈ O + S + P / 4", "from_mode": "serial",
-                                   "O": 24.0, "S": 20.0, "P": 16.0, "whole_cluster_cases": 1, "seconds": 48.0}  # fmt: skip
+    assert figures["estimate"] == {"workers": 4, "formula": "T(4) ≈ O + S + P / 4", "from_mode": "serial", "O": 24.0,
+                                   "S": 20.0, "P": 16.0, "slices": 0, "whole_cluster_cases": 1, "seconds": 48.0}  # fmt: skip
     assert estimate(figures["modes"], workers=2)["seconds"] == 24 + 20 + 8
+    # With one slice two serial cases run at once, beside the others: 24 + max(20 / 2, 36 / 4) = 34.
+    sliced = estimate(figures["modes"], workers=4, slices=1)
+    assert (sliced["formula"], sliced["seconds"]) == ("T(4) ≈ O + max(S / 2, (S + P) / 4)  (1 slice(s))", 34.0)
+    assert estimate(figures["modes"], workers=4, slices=3)["seconds"] == 24 + max(20 / 4, 36 / 4)
 
     text = write(tmp_path, figures)
     assert (tmp_path / "benchmark.md").read_text() == text
@@ -196,3 +200,14 @@ def test_a_signal_goes_to_the_running_pytest_and_what_was_measured_is_written(tm
     assert figures["estimate"]["why_not"] == "the serial mode was interrupted"
     assert text == (tmp_path / "benchmark.md").read_text()
     assert f"| {128 + sig} ({signal.Signals(sig).name}) |" in text
+
+
+def test_the_slices_a_run_used_come_from_its_cases_partition(tmp_path: Path) -> None:
+    sliced = JUNIT.replace(
+        '<property name="slot-wait-seconds" value="1.0"/>',
+        '<property name="slot-wait-seconds" value="1.0"/><property name="partition" value="kc-slice-1"/>',
+    )
+    serial = report_dir(tmp_path, "serial", sliced, serial_cases=("suites/test_gang.py::test_blocked",))
+    figures = figures_of({}, [ModeResult("serial", ["pytest"], str(serial), 60.0, 0)])
+    assert figures["modes"][0]["slices"] == ["kc-slice-1"]
+    assert figures["estimate"]["slices"] == 1 and figures["estimate"]["seconds"] == 24 + max(20 / 2, 36 / 4)
