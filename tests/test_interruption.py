@@ -229,3 +229,18 @@ def test_the_sweep_removes_what_cases_left_but_kept_namespaces(fake: FakeKube) -
     assert (removed, problems) == (["Namespace kc-a", "Queue kcq-child", "Queue kcq-parent"], [])
     assert sorted(q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)) == ["kai-conformance", "other-run"]
     assert [n["metadata"]["name"] for n in fake.objects(kinds.NAMESPACE)] == ["kc-kept"]
+
+
+def test_the_interrupted_sweep_deletes_a_namespace_only_once_its_jobs_are_gone(fake: FakeKube) -> None:
+    """On real kind a SIGTERM mid-case left a namespace Terminating: it was deleted while its Indexed Jobs still held
+    Failed pods by their tracking finalizers. The sweep removes in the workspace's teardown order."""
+    from kai_conformance.fixtures.ownership import stamp
+    from kai_conformance.fixtures.waits import TimeoutPolicy
+
+    fake.put(stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kc-a"}}, "run-1", "t.py::t"))
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "victim-node-0", "namespace": "kc-a"}}
+    fake.put(stamp(job, "run-1", "t.py::t"))
+    removed, problems = cleanup.sweep_run(fake, "run-1", TimeoutPolicy(scale=0.01))
+    assert (removed, problems) == (["Namespace kc-a"], [])
+    deletions = [(c.kind, c.name) for c in fake.operations("delete")]
+    assert deletions.index(("Job", "victim-node-0")) < deletions.index(("Namespace", "kc-a")), deletions
