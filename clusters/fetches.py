@@ -9,6 +9,8 @@ entries, in the order a run meets them:
   the dependencies of a chart directory whose ``charts/`` lacks them (``helm --dependency-update``);
 * manifests read from a URL: JobSet's release ``manifests.yaml`` (``--jobset-manifests``), a kustomize directory
   whose resources name a URL (kustomize fetches them), kwok's release assets (``--kwok-manifests``);
+* Trainer's shipped runtimes, read by the ``runtimes`` area alone: listed only when the run may select that area
+  (``runtimes`` below), downloaded by its first case (``--trainer-runtimes=DIR``; clusters/trainer_runtimes.py);
 * images the kind nodes pull (a node pulls what it lacks): the components' images unless ``--load-image`` gives
   them, and the workload image, pulled into the local engine when absent (``--workload-image``).
 
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from kai_conformance.clusters import trainer_runtimes
 from kai_conformance.fixtures.settings import Settings
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -141,8 +144,21 @@ def _chart_fetch(ref: str | None, released: str, version: str, what: str, option
     return []
 
 
-def planned_fetches(settings: Settings, image_present: Callable[[str], bool]) -> list[Fetch]:
-    """What this run would fetch; ``image_present(image)`` says whether the local engine holds an image."""
+def runtimes_fetch(settings: Settings) -> list[Fetch]:
+    """Trainer's shipped runtimes from a URL (``--trainer-runtimes`` unset: the tested release's on GitHub)."""
+    source = settings.trainer_runtimes
+    if source is not None and not trainer_runtimes.is_url(source):
+        return []
+    url = source or trainer_runtimes.default_source(settings.combination.trainer.version)
+    return [Fetch(f"Trainer's shipped runtimes {url}",
+                  "downloaded by the runtimes area (kustomization.yaml and the files it lists)",
+                  f"{trainer_runtimes.OPTION}=DIR with Trainer's {trainer_runtimes.RUNTIMES_PATH} of that release "
+                  f"(a checkout of {trainer_runtimes.UPSTREAM}), or deselect the area (-m \"not runtimes\")")]  # fmt: skip
+
+
+def planned_fetches(settings: Settings, image_present: Callable[[str], bool], *, runtimes: bool = False) -> list[Fetch]:
+    """What this run would fetch; ``image_present(image)`` says whether the local engine holds an image;
+    ``runtimes``: the run may select cases of the runtimes area (fixtures/preflight.py ``area_may_run``)."""
     kind = settings.cluster == "kind"
     fetches: list[Fetch] = []
     if kind and not settings.reuse_cluster and not image_present(settings.node_image):
@@ -178,6 +194,8 @@ def planned_fetches(settings: Settings, image_present: Callable[[str], bool]) ->
                              f"({', '.join(KWOK_ASSETS)})", "downloaded from its release",
                              f"--kwok-manifests=DIR holding {' and '.join(KWOK_ASSETS)} of that release, and "
                              "--load-image of the kwok image its kwok.yaml names"))  # fmt: skip
+    if runtimes:
+        fetches += runtimes_fetch(settings)
     if kind and not image_present(settings.workload_image):
         fetches.append(Fetch(f"the workload image {settings.workload_image}", "pulled into the local Docker",
                              "`docker load` it, or pass --workload-image=IMAGE naming an image in the local Docker "

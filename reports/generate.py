@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kai_conformance.reports import allure_files, html, junit, markdown, metrics
+from kai_conformance.reports import allure_files, html, junit, markdown, metrics, runtime_table
 from kai_conformance.reports.model import Case, Cell, Report, RunRecords, Status, build
 from kai_conformance.reports.records import CaseRecord, read_all
 from kai_conformance.reports.runinfo import RunInfo
@@ -102,6 +102,7 @@ def summary_json(report: Report) -> dict:
             for run in report.runs
         ],
         "metrics": metrics.metrics_json(metrics.of_report(report)),
+        "runtimes": (table.to_json() if (table := runtime_table.of_report(report)) else None),
         "cases": [_case_json(case) for case in report.cases],
     }
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import apiload, metrics, perfplots, plot, timeline
+from kai_conformance.reports import apiload, metrics, perfplots, plot, runtime_table, timeline
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
 
@@ -98,4 +98,5 @@ def render(report: Report, artifacts: dict[str, str] | None = None) -> str:
         artifacts=artifacts or {},
         verdict=report.verdict,
         measured=metrics.of_report(report),
+        runtimes=runtime_table.of_report(report),
     )

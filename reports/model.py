@@ -37,6 +37,7 @@ AREAS: dict[str, str] = {
     "sharing": "GPU sharing",
     "fairness": "Fair share between queues",
     "consolidation": "Consolidation and eviction protection",
+    "runtimes": "Trainer's shipped runtimes",
     "scale": "Scheduling at scale",
     "control": "Detector controls",
     "": "Other",

@@ -38,7 +38,10 @@ def ctx(
     case's slice, when it runs in one: fixtures/partition.py)."""
     partition = partition_of(request.node)
     layout = partition.layout if partition else gpu_layout
-    return RenderContext(workspace.namespace, settings.combination, layout, run.run_id, settings.workload_image)
+    return RenderContext(
+        workspace.namespace, settings.combination, layout, run.run_id, settings.workload_image,
+        settings.trainer_runtimes,
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import waits
+from kai_conformance.fixtures import errors, waits
 from kai_conformance.fixtures.waits import TimeoutPolicy
-from tests import crd_schemas, flows
+from kai_conformance.suites.support import shipped_runtimes
+from tests import crd_schemas, flows, upstream
 from tests.fakes.kube import FakeKube
 
 
@@ -39,6 +40,23 @@ def schema_root() -> Path:
             pytest.fail(f"{crd_schemas.REQUIRE_ENV}=1 but {reason}")
         pytest.skip(reason)
     return root
+
+
+def _no_network(url: str, timeout: float) -> str:
+    raise errors.InfrastructureError(f"the self-tests fetch nothing: {url}")
+
+
+@pytest.fixture(autouse=True)
+def _runtimes_never_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trainer's runtimes come from the shared upstream copies or the tests' own files, never from GitHub."""
+    monkeypatch.setattr(shipped_runtimes, "FETCH", _no_network)
+
+
+@pytest.fixture(scope="session")
+def upstream_runtimes() -> Path:
+    """Trainer v2.3.0's shipped runtime files (the shared upstream copy); skips (fails under
+    KAI_CONFORMANCE_REQUIRE_CRDS=1) when absent."""
+    return upstream.required(upstream.TRAINER_RUNTIMES)
 
 
 @pytest.fixture

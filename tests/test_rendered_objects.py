@@ -22,13 +22,17 @@ from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.markers import AREA_MARKERS, OPT_IN_MARKERS
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.workspace import prepare
-from tests import crd_schemas
+from tests import crd_schemas, upstream
 from tests.suite_cases import SUITE_MODULES, SuiteCase, suite_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = Catalog.load()
 IMAGE = CATALOG.defaults["workload_image"]
 CASES = suite_cases()
+#: Trainer's runtimes for the runtimes area's cases: the shared upstream copy (v2.3.0), when present; without it
+#: those cases render nothing (as render mode does without --trainer-runtimes), and nothing is fetched.
+_RUNTIMES_ROOT = upstream.upstream_root()
+RUNTIMES = _RUNTIMES_ROOT / upstream.TRAINER_RUNTIMES if _RUNTIMES_ROOT else None
 # scale-500 renders like scale-100 (same fake-node layout, 5× the pods of the cases that fill every GPU): left out so
 # the self-tests stay fast.
 LAYOUTS = {
@@ -45,7 +49,8 @@ AREAS = set(AREA_MARKERS)
 def rendered(entry: SuiteCase, combination, layout: GpuLayout) -> list[dict]:
     """The case's objects exactly as the workspace would apply them (labels, namespace)."""
     namespace = "kc-render-check"
-    ctx = RenderContext(namespace, combination, layout, "render", IMAGE)
+    runtimes = str(RUNTIMES) if RUNTIMES is not None and RUNTIMES.is_dir() else None
+    ctx = RenderContext(namespace, combination, layout, "render", IMAGE, runtimes, runtimes_default=False)
     return [prepare(obj, "render", f"suites/{entry.test}", namespace) for obj in entry.case.manifests(ctx)]
 
 
