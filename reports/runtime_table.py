@@ -48,6 +48,8 @@ def cell(shipped: Case | None, workaround: Case | None) -> str:
             return f"works with workaround ({_issue(shipped)})"
         if workaround is not None and workaround.status in (Status.FAILED, Status.BROKEN):
             return text + "; workaround " + workaround.status.label
+        if workaround is not None and workaround.status is Status.XFAILED:
+            return text + "; the workaround did not bind it either"
         return text
     return {Status.FAILED: "fails (unexpected)", Status.BROKEN: "not observed"}.get(status, "not run")
 

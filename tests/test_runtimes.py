@@ -299,3 +299,14 @@ def test_a_report_without_runtime_cases_has_no_table() -> None:
     report = build([RunRecords(RunInfo("r"), [CaseRecord("suites/test_gang.py::t", area="gang", outcome="passed")])])
     assert runtime_table.of_report(report) is None and summary_json(report)["runtimes"] is None
     assert "shipped runtimes" not in markdown.render(report) and 'id="runtimes"' not in html.render(report)
+
+
+def test_a_workaround_case_that_did_not_bind_reads_as_a_failure_in_the_table() -> None:
+    gap = "known deviation: KAI v0.17: KAI issue #1209: the podgrouper ignores JobSet dependsOn"
+    records = [
+        _record(runtime_table.SHIPPED, "mlx-distributed", "xfailed", "v0.17.0", gap),
+        _record(runtime_table.WORKAROUND, "mlx-distributed", "xfailed", "v0.17.0", "known deviation: not seen"),
+    ]
+    table = runtime_table.of_report(build([RunRecords(RunInfo("r", versions={"kai": "v0.17.0"}), records)]))
+    assert table is not None
+    assert table.rows == {"mlx-distributed": {"v0.17.0": "fails (KAI #1209); the workaround did not bind it either"}}
