@@ -28,13 +28,13 @@ from typing import Any
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.kai import NAMESPACE as KAI_NAMESPACE
 from kai_conformance.clusters.install.readiness import wait_deployments
+from kai_conformance.clusters.install.suite import apply_stack_objects
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
 from kai_conformance.clusters.topology import NODE_POOL_LABEL
 from kai_conformance.fixtures import errors, kinds, progress
 from kai_conformance.fixtures.kube import KubeApi
-from kai_conformance.fixtures.ownership import stamp
-from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.fixtures.waits import TimeoutPolicy
 
 #: The scheduler name KAI's Config defaults to (``global.schedulerName``); the shard's Deployment is named after it.
 SCHEDULER_NAME = "kai-scheduler"
@@ -93,16 +93,7 @@ def install_slices(
     if not layouts:
         return {}
     default = default_shard(kube)
-    for name in layouts:
-        for obj in slice_manifests(default, name):
-            stamped = stamp(obj, run_id)
-
-            def attempt(stamped: dict = stamped) -> Observation:
-                kube.apply(stamped)
-                return Observation(True, "applied")
-
-            eventually(attempt, what=f"apply slice {name}'s {obj['kind']}", timeout=timeouts("webhook"),
-                       failure=errors.WaitTimeout)  # fmt: skip
+    apply_stack_objects(kube, run_id, [obj for name in layouts for obj in slice_manifests(default, name)], timeouts)
     refs = [(KAI_NAMESPACE, scheduler_deployment(name)) for name in layouts]
     wait_deployments(kube, refs, timeouts, "KAI schedulers of the slices")
     record: dict[str, Any] = {}

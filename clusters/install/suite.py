@@ -23,8 +23,14 @@ REMOVAL_ORDER = (
 
 
 def apply_suite_objects(kube: KubeApi, run_id: str, image: str, timeouts: TimeoutPolicy) -> list[str]:
+    return apply_stack_objects(kube, run_id, stack_manifests(image), timeouts)
+
+
+def apply_stack_objects(kube: KubeApi, run_id: str, objects: list[dict], timeouts: TimeoutPolicy) -> list[str]:
+    """Apply run-wide objects as this run's stack objects, retrying while a webhook is not serving yet; one that
+    exists and is not the suite's is refused with the fix. Returns what was applied."""
     applied = []
-    for obj in stack_manifests(image):
+    for obj in objects:
         stamped = stamp(obj, run_id)
         what = describe(kube.kind_of(stamped), stamped["metadata"]["name"], None)
 

@@ -152,8 +152,14 @@ class RestartCase(SideBySide):
     def queue(self, ctx: RenderContext) -> Manifest:
         return case_queue(ctx, self.workload, gpu_quota=self.pods, gpu_limit=self.pods)
 
+    #: The runtime's name; its JobSet failure policy restarts ``max_restarts`` times (None: no failure policy).
+    runtime_name: str = "restarts"
+
     def runtime(self, ctx: RenderContext) -> Manifest:
-        return _restart_runtime(ctx, "restarts", self.max_restarts)
+        return _restart_runtime(ctx, self.runtime_name, self.failure_policy_restarts())
+
+    def failure_policy_restarts(self) -> int | None:
+        return self.max_restarts
 
     def trainjob(self, ctx: RenderContext) -> Manifest:
         env = lifetime_env(self.run_seconds, exit_code=FAILURE_EXIT_CODE, exit_index=0)
@@ -163,7 +169,7 @@ class RestartCase(SideBySide):
             self.pods,
             1,
             self.workload,
-            runtime="restarts",
+            runtime=self.runtime_name,
             runtime_kind=NAMESPACED_RUNTIME_KIND,
             env=env,
         )
@@ -246,37 +252,14 @@ class DeletionCase:
 
 
 @dataclass(frozen=True)
-class FailingGangCase(SideBySide):
+class FailingGangCase(RestartCase):
     """Control: a gang of two pods whose pod 0 exits 1, on a runtime without restarts (the Job fails at its first
     failed pod, the JobSet with it, ``FailedJobs``): the TrainJob really fails, so judged as if it were to complete,
     the completion detector fires."""
 
     id: str = "one-pod-exits-1-without-restarts-judged-as-completion"
-    pods: int = 2
-    run_seconds: int = 10
     workload: str = "failing"
+    runtime_name: str = "no-restarts"
 
-    def queue(self, ctx: RenderContext) -> Manifest:
-        return case_queue(ctx, self.workload, gpu_quota=self.pods, gpu_limit=self.pods)
-
-    def runtime(self, ctx: RenderContext) -> Manifest:
-        return _restart_runtime(ctx, "no-restarts", None)
-
-    def trainjob(self, ctx: RenderContext) -> Manifest:
-        env = lifetime_env(self.run_seconds, exit_code=FAILURE_EXIT_CODE, exit_index=0)
-        return case_train_job(
-            ctx,
-            self.workload,
-            self.pods,
-            1,
-            self.workload,
-            runtime="no-restarts",
-            runtime_kind=NAMESPACED_RUNTIME_KIND,
-            env=env,
-        )
-
-    def manifests(self, ctx: RenderContext) -> list[Manifest]:
-        return [self.queue(ctx), self.runtime(ctx), self.trainjob(ctx)]
-
-    def gpu_demand(self, layout: GpuLayout) -> int:
-        return held_if_fits(self.pods, layout)
+    def failure_policy_restarts(self) -> int | None:
+        return None  # no failure policy: the JobSet fails with FailedJobs at the Job's first failure
