@@ -16,6 +16,8 @@ AREA = "runtimes"
 SHIPPED = "test_a_shipped_runtime_runs_under_kai"
 WORKAROUND = "test_a_depends_on_runtime_runs_with_the_workaround"
 _ISSUE = re.compile(r"(KAI issue |KAI )?#(\d+)")
+#: What a runtime case's skip says when the cluster, not KAI, kept its pods off their nodes (suites/test_runtimes.py).
+NOT_JUDGED = "KAI is not judged"
 
 
 @dataclass
@@ -48,8 +50,10 @@ def cell(shipped: Case | None, workaround: Case | None) -> str:
             return f"works with workaround ({_issue(shipped)})"
         if workaround is not None and workaround.status in (Status.FAILED, Status.BROKEN):
             return text + "; workaround " + workaround.status.label
-        if workaround is not None and workaround.status is Status.XFAILED:
-            return text + "; the workaround did not bind it either"
+        if workaround is not None and workaround.status is Status.XFAILED:  # KAI stops it where its reason says
+            return text + "; the workaround does not help either"
+        if workaround is not None and workaround.status is Status.SKIPPED and NOT_JUDGED in workaround.record.message:
+            return text + "; workaround not judged on this cluster"
         return text
     return {Status.FAILED: "fails (unexpected)", Status.BROKEN: "not observed"}.get(status, "not run")
 

@@ -20,8 +20,18 @@ Specification:
   node on both initializers Complete) stays unscheduled where the KAI row has ``depends_on_gap`` (KAI #1209): a
   strict xfail. The documented workaround, ``kai.scheduler/batch-min-member`` on the TrainJob (it reaches the
   JobSet through skip-top-owner and caps the root ``minSubGroup`` at the replicatedJobs created at once; on flat
-  rows it sets ``minMember`` to their pods), is proved by its own case on every row with the gap that honours the
-  annotation; KAI v0.13 ignores it, so there it has no workaround.
+  rows it sets ``minMember`` to their pods), has its own case on every row with the gap that honours the
+  annotation. On the SubGroup rows (v0.16, v0.17) KAI's scheduler stops it for every such runtime Trainer ships
+  (``cases.runtimes.workaround_gap``, upstream-facts §B10): deepspeed and mlx at the first wait (the cap of 1 is
+  spent on ``launcher``, first by name and without pods), torchtune at the second (the initializers bind, then
+  their Succeeded pods stop counting toward the cap and the PodGroup stays NotReady). The case is a strict xfail
+  at exactly that wait: the waits before it must pass, and the dependent pods must exist before the last one is
+  judged. KAI v0.13 ignores the annotation, so there it has no workaround.
+* A runtime whose pods mount a volume of its ``volumeClaimPolicies`` (torchtune's ``initializer``) needs a cluster
+  that provisions it: a case that expects those pods to bind skips when no StorageClass would serve the claim, and
+  any case skips when KAI placed the pods (the claim has a selected node) but the claim stayed unbound, naming the
+  claim, its provisioner and its last event: the pods cannot bind there, whatever KAI does (on kind the default
+  StorageClass is served by local-path-provisioner, whose image must be pullable).
 * Each case notes runtime × KAI version → works / fails (issue) / works with workaround for the report's table
   (``reports/runtime_table.py``).
 * Control: ``torch-distributed`` (one ``node`` replicatedJob) bound, judged as if it were a runtime with a second
@@ -34,27 +44,32 @@ from __future__ import annotations
 
 import pytest
 
+from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.reports.runtime_table import NOT_JUDGED
 from kai_conformance.suites.support.cases.contract import param, require_gpus
 from kai_conformance.suites.support.cases.runtimes import (
-    WORKAROUND_NOT_SEEN,
     WORKLOAD,
     Outcome,
     RuntimeCase,
+    Step,
     gap,
     outcome,
-    workaround_unproven,
+    workaround_gap,
+    workaround_min_member,
 )
 from kai_conformance.suites.support.detectors.podgrouper import podgroup_shape, single_podgroup_owned_by_jobset
 from kai_conformance.suites.support.detectors.queues import podgroup_queue
-from kai_conformance.suites.support.detectors.runtimes import replicated_jobs_bound
-from kai_conformance.suites.support.detectors.verdict import all_of
-from kai_conformance.suites.support.expectations import Expectations, ReplicatedJob
+from kai_conformance.suites.support.detectors.runtimes import REPLICATED_JOB_LABEL, replicated_jobs_bound
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
+from kai_conformance.suites.support.expectations import MIN_MEMBER_ANNOTATION, Expectations, ReplicatedJob
 from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.shipped_runtimes import KNOWN, ShippedRuntime, source_of, uncovered
+from kai_conformance.suites.support.snapshot import Snapshot, labels_of
 
 pytestmark = pytest.mark.runtimes
 
@@ -83,20 +98,107 @@ def shipped_runtime(case: RuntimeCase, ctx: RenderContext) -> ShippedRuntime:
     return rt
 
 
+#: The claims a runtime's ``volumeClaimPolicies`` make (JobSet names each ``<template>-<jobset>``) and where they are
+#: provisioned; fixtures.kinds has neither kind, only this area's torchtune copies use them.
+PVC = kinds.Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True)
+STORAGE_CLASS = kinds.Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", False)
+DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+#: Set on a WaitForFirstConsumer claim when a binder binds its pod to a node (the volume binding plugin KAI's binder
+#: runs, PreBind): from then on only the provisioner stands between the pod and its node.
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+PROVISIONER = "volume.kubernetes.io/storage-provisioner"
+STORAGE_FIX = "run the area where the claim's StorageClass provisions volumes (kind: local-path-provisioner running)"
+
+
+def claim_templates(rt: ShippedRuntime) -> list[dict]:
+    """The PersistentVolumeClaim templates of the runtime's ``volumeClaimPolicies``, as shipped."""
+    policies = rt.obj["spec"]["template"]["spec"].get("volumeClaimPolicies") or []
+    return [t for policy in policies for t in policy.get("templates") or []]
+
+
+def missing_storage_class(kube: KubeApi, rt: ShippedRuntime) -> str | None:
+    """Why no StorageClass of this cluster would provision a claim of ``rt`` (its own, or the default one), or None."""
+    templates = claim_templates(rt)
+    if not templates:
+        return None
+    classes = kube.list(STORAGE_CLASS)
+    names = {c["metadata"]["name"] for c in classes}
+    default = [
+        c["metadata"]["name"] for c in classes if (c["metadata"].get("annotations") or {}).get(DEFAULT_CLASS) == "true"
+    ]
+    for template in templates:
+        wanted = (template.get("spec") or {}).get("storageClassName")
+        claim = template["metadata"]["name"]
+        if wanted is None and not default:
+            return f"claim {claim} of {rt.name} asks for the default StorageClass and this cluster has none"
+        if wanted and wanted not in names:
+            return f"claim {claim} of {rt.name} asks for StorageClass {wanted}, which this cluster has not"
+    return None
+
+
+def unprovisioned_claim(kube: KubeApi, namespace: str) -> str | None:
+    """A claim of the namespace still unbound although a binder placed its pod (it has a selected node): the
+    provisioner, not the scheduler, keeps that pod off its node. None when there is none."""
+    for claim in kube.list(PVC, namespace):
+        annotations = claim["metadata"].get("annotations") or {}
+        node = annotations.get(SELECTED_NODE)
+        phase = (claim.get("status") or {}).get("phase", "Pending")
+        if not node or phase == "Bound":
+            continue
+        events = kube.events(namespace, involving=claim)
+        said = f': "{events[-1].get("message", "")}"' if events else ""
+        return (
+            f"PersistentVolumeClaim {claim['metadata']['name']} is {phase} although its pod was placed on {node}: "
+            f"StorageClass {claim['spec'].get('storageClassName') or '(default)'}, provisioner "
+            f"{annotations.get(PROVISIONER, 'unknown')}{said}"
+        )
+    return None
+
+
+def replicated_jobs_created(snap: Snapshot, wanted: dict[str, int]) -> Verdict:
+    """Every replicatedJob of ``wanted`` (name → pods) has that many live pods: JobSet released their dependsOn."""
+    short = []
+    for name, pods in wanted.items():
+        live = [p for p in snap.live_pods if labels_of(p).get(REPLICATED_JOB_LABEL) == name]
+        if len(live) < pods:
+            short.append(f"{name}: {len(live)} of {pods} pods exist")
+    if short:
+        return Verdict("replicated-jobs-created", False, "; ".join(short))
+    return Verdict("replicated-jobs-created", True, f"the pods of {', '.join(wanted)} exist")
+
+
+def expect_gap_at(request: pytest.FixtureRequest, step: Step, stop: Step | None, reason: str) -> None:
+    """From here on, the case is the strict xfail of ``reason`` when ``step`` is where the gap stops it: a wait
+    before it that fails is a plain failure (pytest reads an xfail mark added during the call when the item had
+    none before it: _pytest/skipping.py ``pytest_runtest_call``)."""
+    if stop is step:
+        request.applymarker(pytest.mark.xfail(reason=reason, raises=AssertionError, strict=True))
+
+
 def run_case(
     case: RuntimeCase,
     ctx: RenderContext,
+    request: pytest.FixtureRequest,
     workspace: Workspace,
     observer: Observer,
     expect: Expectations,
     timeouts: TimeoutPolicy,
     record: CaseRecorder,
     *,
-    hold: float,
+    stop: Step | None = None,
+    reason: str = "",
 ) -> None:
-    """Install, create, check the PodGroup's owner, shape and queue, then the gang bound in JobSet's order."""
+    """Install, create, check the PodGroup's owner, shape and queue, then the gang bound in JobSet's order.
+
+    ``stop``: the wait a known gap stops (``reason``), a strict xfail from there on; a wait it stops is held for
+    ``timeouts.hold`` once what it judges exists (it bounds "never happens"), the others have the schedule budget.
+    """
     rt = shipped_runtime(case, ctx)
     require_gpus(ctx.layout, 2)
+    if stop is not Step.FIRST:  # its pods are to bind: they need the volumes they mount
+        missing = missing_storage_class(workspace.kube, rt)
+        if missing:
+            pytest.skip(f"{missing}: its pods cannot bind on this cluster, {NOT_JUDGED}; {STORAGE_FIX}")
     workspace.apply_all(case.manifests(ctx))
     rjobs = rt.replicated_jobs()
     first = {r.name: r.pods * r.replicas for r in rjobs if r.name in rt.up_front}
@@ -116,20 +218,38 @@ def run_case(
         owners=True,
     )
     record.verdict(shaped)
+    # The PodGroup is the one the gap's reason speaks of (a workaround's cap reached it): from here on the gap shows.
+    expect_gap_at(request, Step.FIRST, stop, reason)
     # The hold bounds "never happens" (the gap); a gang KAI will place is placed well within it once visible.
-    _, bound = observer.until(
-        lambda s: replicated_jobs_bound(s.of(WORKLOAD), first),
-        what=f"[{expect.kai.name}] {rt.name}: {', '.join(first)} bound whole",
-        timeout=hold,
-        events=True,
-    )
+    try:
+        _, bound = observer.until(
+            lambda s: replicated_jobs_bound(s.of(WORKLOAD), first),
+            what=f"[{expect.kai.name}] {rt.name}: {', '.join(first)} bound whole",
+            timeout=timeouts.hold if stop is Step.FIRST else timeouts("schedule"),
+            events=True,
+        )
+    except (AssertionError, errors.InfrastructureError):
+        unbound = unprovisioned_claim(workspace.kube, workspace.namespace) if claim_templates(rt) else None
+        if unbound:  # the provisioner, not KAI, keeps the pods off their nodes: no verdict either way
+            pytest.skip(f"{rt.name}: {unbound}; its pods cannot bind here, {NOT_JUDGED}; {STORAGE_FIX}")
+        raise
     record.verdict(bound)
     if later:
+        awaited = ", ".join(
+            f"{d['name']} {d.get('status', '')}".strip() for deps in rt.depends_on.values() for d in deps
+        )
+        _, created = observer.until(
+            lambda s: replicated_jobs_created(s.of(WORKLOAD), later),
+            what=f"[{expect.kai.name}] {rt.name}: {', '.join(later)} created by JobSet once {awaited}",
+            timeout=timeouts("schedule"),
+            events=True,
+        )
+        record.verdict(created)
+        expect_gap_at(request, Step.LATER, stop, reason)
         _, rest = observer.until(
             lambda s: replicated_jobs_bound(s.of(WORKLOAD), later),
-            what=f"[{expect.kai.name}] {rt.name}: {', '.join(later)} created once "
-            f"{', '.join(d['name'] for deps in rt.depends_on.values() for d in deps)} got there, and bound",
-            timeout=timeouts("schedule"),
+            what=f"[{expect.kai.name}] {rt.name}: {', '.join(later)} bound",
+            timeout=timeouts.hold if stop is Step.LATER else timeouts("schedule"),
             events=True,
         )
         record.verdict(rest)
@@ -158,10 +278,8 @@ def test_a_shipped_runtime_runs_under_kai(
     if extra:
         record.note(f"{rt.origin} also ships {', '.join(extra)}: no case of this area runs them")
     known = gap(expect.kai, rt)
-    if known:
-        request.applymarker(pytest.mark.xfail(reason=f"{expect.kai.name}: {known}", raises=AssertionError, strict=True))
-    run_case(case, ctx, workspace, observer, expect, timeouts, record, hold=timeouts.hold if known else
-             timeouts("schedule"))  # fmt: skip
+    run_case(case, ctx, request, workspace, observer, expect, timeouts, record,
+             stop=Step.FIRST if known else None, reason=f"{expect.kai.name}: {known}")  # fmt: skip
 
 
 @pytest.mark.parametrize("case", WORKAROUND)
@@ -175,18 +293,24 @@ def test_a_depends_on_runtime_runs_with_the_workaround(
     timeouts: TimeoutPolicy,
     record: CaseRecorder,
 ) -> None:
-    """Where the row has the dependsOn gap: with ``kai.scheduler/batch-min-member`` on the TrainJob the replicatedJobs
-    created at once form the gang, bind, and the dependent ones follow."""
+    """Where the row has the dependsOn gap and honours ``kai.scheduler/batch-min-member``: with it on the TrainJob
+    the replicatedJobs created at once form the gang and bind, and the dependent ones follow; or, where KAI's
+    scheduler stops the workaround (:func:`~suites.support.cases.runtimes.workaround_gap`), the strict xfail of the
+    wait it stops, every wait before it passing."""
     rt = shipped_runtime(case, ctx)
-    predicted, why = outcome(expect.kai, rt)
-    if predicted is Outcome.WORKS:
+    if not gap(expect.kai, rt):
         pytest.skip(f"{rt.name} runs as shipped under {expect.kai.name}: no workaround needed")
-    if predicted is Outcome.FAILS:
-        pytest.skip(f"{rt.name} under {expect.kai.name}: {why}")
-    if workaround_unproven(expect.kai):
-        request.applymarker(pytest.mark.xfail(reason=f"{expect.kai.name}: {WORKAROUND_NOT_SEEN}", strict=True))
-    record.note(f"runtime {rt.name} ({rt.source}) under {expect.kai.name}: workaround {why}")
-    run_case(case, ctx, workspace, observer, expect, timeouts, record, hold=timeouts("schedule"))
+    value = workaround_min_member(expect.kai, rt)
+    if value is None:
+        pytest.skip(f"{rt.name} under {expect.kai.name}: {outcome(expect.kai, rt)[1]}")
+    stops = workaround_gap(expect.kai, rt)
+    predicted = Outcome.WORKAROUND if stops is None else Outcome.FAILS
+    record.note(
+        f'runtime {rt.name} ({rt.source}) under {expect.kai.name} with {MIN_MEMBER_ANNOTATION}: "{value}": expected '
+        + (f"{predicted.value}" if stops is None else f"to stop at {stops.step.value}: {stops.reason}")
+    )
+    run_case(case, ctx, request, workspace, observer, expect, timeouts, record,
+             stop=stops.step if stops else None, reason=f"{expect.kai.name}: {stops.reason}" if stops else "")  # fmt: skip
 
 
 @pytest.mark.control

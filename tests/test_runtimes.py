@@ -24,7 +24,14 @@ from kai_conformance.reports.model import RunRecords, build
 from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo
 from kai_conformance.suites.support import shipped_runtimes as sr
-from kai_conformance.suites.support.cases.runtimes import Outcome, RuntimeCase, outcome, workaround_min_member
+from kai_conformance.suites.support.cases.runtimes import (
+    Outcome,
+    RuntimeCase,
+    Step,
+    outcome,
+    workaround_gap,
+    workaround_min_member,
+)
 from kai_conformance.suites.support.expectations import (
     KAI_ROWS,
     MIN_MEMBER_ANNOTATION,
@@ -223,12 +230,12 @@ def test_the_podgroup_shape_per_row_counts_every_replicated_job(source: str) -> 
     assert capped["minSubGroup"] == 1
 
 
-EXPECTED = {  # runtime → KAI minor → outcome
+EXPECTED = {  # runtime → KAI minor → outcome (v0.16+: KAI's scheduler stops the workaround, workaround_gap)
     "torch-distributed": dict.fromkeys(KAI_ROWS, Outcome.WORKS),
     "deepspeed-distributed": {"v0.13": Outcome.FAILS, "v0.14": Outcome.WORKAROUND, "v0.15": Outcome.WORKS,
-                              "v0.16": Outcome.WORKAROUND, "v0.17": Outcome.WORKAROUND},
+                              "v0.16": Outcome.FAILS, "v0.17": Outcome.FAILS},
     "torchtune-llama3.2-1b": {"v0.13": Outcome.FAILS, "v0.14": Outcome.WORKAROUND, "v0.15": Outcome.WORKS,
-                              "v0.16": Outcome.WORKAROUND, "v0.17": Outcome.WORKAROUND},
+                              "v0.16": Outcome.FAILS, "v0.17": Outcome.FAILS},
 }  # fmt: skip
 
 
@@ -240,6 +247,42 @@ def test_each_row_predicts_works_fails_or_workaround(source: str, name: str, min
     assert ("#1209" in why) == (got is Outcome.FAILS) or MIN_MEMBER_ANNOTATION in why
     # an MPI runtime without dependsOn (v2.2's shape) works everywhere
     assert outcome(KAI_ROWS[minor], sr.runtime(source, "mlx-distributed"))[0] is Outcome.WORKS
+
+
+def _renamed(rt: sr.ShippedRuntime, old: str, new: str) -> sr.ShippedRuntime:
+    """``rt`` with replicatedJob ``old`` called ``new`` (and every dependsOn on it): only the names differ."""
+    text = yaml.safe_dump(rt.obj).replace(f"name: {old}\n", f"name: {new}\n")
+    return dataclasses.replace(rt, obj=yaml.safe_load(text))
+
+
+@pytest.mark.parametrize("minor", ["v0.16", "v0.17"])
+def test_the_subgroup_rows_say_where_kai_stops_the_workaround(source: str, minor: str) -> None:
+    row = KAI_ROWS[minor]
+    deepspeed = sr.runtime(source, "deepspeed-distributed")
+    first = workaround_gap(row, deepspeed)
+    assert first is not None and first.step is Step.FIRST
+    assert "from the first 1 SubGroup(s) by name while none is placed (launcher)" in first.reason
+    assert "launcher has no pod until node is Ready" in first.reason and "#1209" in first.reason
+    tune = sr.runtime(source, "torchtune-qwen2.5-1.5b")
+    later = workaround_gap(row, tune)
+    assert later is not None and later.step is Step.LATER
+    assert "dataset-initializer, model-initializer bind under root minSubGroup 2" in later.reason
+    assert (
+        "1 replicatedJob(s) with pods stay below minSubGroup 2" in later.reason and "node never binds" in later.reason
+    )
+    # the same runtimes with the dependent replicatedJob named to sort last: nothing in KAI's source stops them
+    assert workaround_gap(row, _renamed(deepspeed, "launcher", "zlauncher")) is None
+    # initializers the trainer waits Ready for keep their pods, so they keep counting toward the cap
+    ready = yaml.safe_load(yaml.safe_dump(tune.obj).replace("status: Complete", "status: Ready"))
+    assert workaround_gap(row, dataclasses.replace(tune, obj=ready)) is None
+    why = outcome(row, deepspeed)[1]
+    assert why.startswith(row.depends_on_gap) and first.reason in why
+
+
+@pytest.mark.parametrize("minor", ["v0.13", "v0.14", "v0.15"])
+def test_flat_rows_have_no_workaround_gap(source: str, minor: str) -> None:
+    for name in ("deepspeed-distributed", "torchtune-llama3.2-1b", "torch-distributed"):
+        assert workaround_gap(KAI_ROWS[minor], sr.runtime(source, name)) is None
 
 
 def _ctx(combination: Combination, source: str) -> RenderContext:
@@ -309,4 +352,26 @@ def test_a_workaround_case_that_did_not_bind_reads_as_a_failure_in_the_table() -
     ]
     table = runtime_table.of_report(build([RunRecords(RunInfo("r", versions={"kai": "v0.17.0"}), records)]))
     assert table is not None
-    assert table.rows == {"mlx-distributed": {"v0.17.0": "fails (KAI #1209); the workaround did not bind it either"}}
+    assert table.rows == {"mlx-distributed": {"v0.17.0": "fails (KAI #1209); the workaround does not help either"}}
+
+
+def _table(kai: str, *records: CaseRecord) -> dict[str, dict[str, str]]:
+    table = runtime_table.of_report(build([RunRecords(RunInfo("r", versions={"kai": kai}), list(records))]))
+    assert table is not None
+    return table.rows
+
+
+def test_a_workaround_case_the_cluster_could_not_judge_says_so_in_the_table() -> None:
+    gap = "known deviation: KAI v0.17: KAI issue #1209: the podgrouper ignores JobSet dependsOn"
+    pvc = "torchtune-llama3.2-1b: PersistentVolumeClaim initializer-shipped is Pending …; KAI is not judged; run …"
+    assert _table(
+        "v0.17.0",
+        _record(runtime_table.SHIPPED, "torchtune-llama3.2-1b", "xfailed", "v0.17.0", gap),
+        _record(runtime_table.WORKAROUND, "torchtune-llama3.2-1b", "skipped", "v0.17.0", pvc),
+    ) == {"torchtune-llama3.2-1b": {"v0.17.0": "fails (KAI #1209); workaround not judged on this cluster"}}
+    # a row without a workaround skips its case too, and that says nothing about the cluster
+    assert _table(
+        "v0.13.0",
+        _record(runtime_table.SHIPPED, "deepspeed-distributed", "xfailed", "v0.13.0", gap),
+        _record(runtime_table.WORKAROUND, "deepspeed-distributed", "skipped", "v0.13.0", "no workaround: ignores"),
+    ) == {"deepspeed-distributed": {"v0.13.0": "fails (KAI #1209)"}}

@@ -2,8 +2,10 @@
 ``--trainer-runtimes``, default the release's on GitHub: suites/support/shipped_runtimes.py).
 
 What each KAI row predicts for a runtime (:func:`outcome`): a runtime without ``dependsOn`` works; one whose
-replicatedJob ``dependsOn`` another fails where the row has ``depends_on_gap`` (KAI #1209) and works with the
-documented ``kai.scheduler/batch-min-member`` annotation where the row honours it (:func:`workaround_min_member`).
+replicatedJob ``dependsOn`` another fails where the row has ``depends_on_gap`` (KAI #1209), and works with the
+documented ``kai.scheduler/batch-min-member`` annotation (:func:`workaround_min_member`) where the row honours it and
+nothing in KAI's source stops it (:func:`workaround_gap`: on the SubGroup rows, v0.16 and v0.17, something does for
+every dependsOn runtime Trainer ships, so there the runtime fails either way and the workaround case says where).
 """
 
 from __future__ import annotations
@@ -29,21 +31,77 @@ WORKLOAD = "shipped"
 WORKAROUND_SOURCE = "KAI docs/batch/README.md; kai-scheduler.md (#1209)"
 
 
-#: What a real cluster showed of the workaround: on real kind, KAI v0.17.0 with Trainer v2.3.0 (2026-11-24), the
-#: deepspeed, mlx and torchtune copies carrying the annotation still bound nothing within the schedule budget
-#: (their pods "Unable to schedule pod"). Not established: whether KAI leaves the dependent replicatedJobs in the
-#: gang despite the cap, or the copies' own resource requests keep them off the nodes. v0.16 has the same JobSet
-#: grouper (docs/research/upstream-facts.md §B10). A strict xfail on those rows until the cause is known: the day
-#: the workaround binds, the case XPASSes and the row is to be changed.
-WORKAROUND_NOT_SEEN = (
-    "KAI #1209 workaround not seen to work: on real kind (KAI v0.17.0, Trainer v2.3.0, 2026-11-24) the copy with "
-    "kai.scheduler/batch-min-member bound nothing; cause not established (KAI, or the copy's own requests)"
-)
+#: Where the workaround stops on the SubGroup rows, read in KAI's source at v0.17.0 (v0.16.0–v0.16.8 the same code;
+#: upstream-facts §B10 "Why the #1209 workaround cannot work"; paths under pkg/scheduler/). The annotation does reach
+#: the JobSet and caps the root minSubGroup (the PodGroup on real kind had minSubGroup 1 for deepspeed, 2 for
+#: torchtune); what stops the gang is how the scheduler spends that cap:
+#:
+#: * While no SubGroup is placed, subgrouporder ties every SubGroup (plugins/subgrouporder/subgroup_order.go:44-50)
+#:   and the session orders ties by name (framework/session_plugins.go:314); the gang phase collects tasks from the
+#:   first minSubGroup SubGroups in that order only (api/podgroup_info/allocation_info.go:56-68), with no regard for
+#:   whether they have pods. A replicatedJob that dependsOn another has none yet, so where it sorts first nothing is
+#:   collected and the PodGroup is never placed (actions/common/allocate.go:24-27): deepspeed's and mlx's
+#:   ``launcher`` sorts before ``node``. Real kind: "Attempting to allocate job … resources: <[0 0 0 0 0 0 0]>" every
+#:   session, pod Unschedulable.
+#: * Where the replicatedJobs created at once sort first (torchtune's initializers before ``node``) they are placed;
+#:   but a replicatedJob another one waits to ``Complete`` stops counting once its pods succeed: a Succeeded pod is
+#:   neither alive nor allocated (api/pod_status/pod_status.go:70-74; v0.16.2+ drop it from the cache altogether,
+#:   cache/cache.go:81-107), a PodSet is ready only with minMember alive pods (subgroup_info/podset.go:114-120) and
+#:   the root only with minSubGroup ready members (subgroup_info/subgroupset.go:123-131). The trainer ``node`` is
+#:   then the one member with pods, below the cap of 2, and the PodGroup stays NotReady.
+#:
+#: No value of the annotation avoids both (1 picks ``launcher``, or after the initializers completed the empty
+#: ``dataset-initializer`` [inferred]; the number of replicatedJobs is the gap itself), and a replicatedJob's own
+#: template annotation only sets its leaf's minMember, ≥ 1 (pkg/podgrouper/podgrouper/plugins/jobset/
+#: jobset_grouper.go:207-237). KAI issue #2120 (closed) asks for a choice of SubGroups that can be placed.
+WHERE_IT_STOPS = "upstream-facts §B10, KAI v0.17.0 = v0.16.8"
 
 
-def workaround_unproven(row: KaiRow) -> bool:
-    """The rows whose JobSet grouper the workaround failed on, on a real cluster (:data:`WORKAROUND_NOT_SEEN`)."""
-    return row.podgroup_shape is PodGroupShape.SUBGROUPS
+class Step(Enum):
+    """Which wait of a runtime case a KAI gap stops (:func:`suites.test_runtimes.run_case`)."""
+
+    FIRST = "the replicatedJobs created at once"
+    LATER = "the replicatedJobs that dependsOn them"
+
+
+@dataclass(frozen=True)
+class WorkaroundGap:
+    """Why the workaround cannot carry a runtime through under a row, and the wait where that shows."""
+
+    step: Step
+    reason: str
+
+
+def workaround_gap(row: KaiRow, rt: ShippedRuntime) -> WorkaroundGap | None:
+    """Where :func:`workaround_min_member` stops ``rt`` under ``row`` (the SubGroup rows, see above), or None where
+    nothing in KAI's source stops it (flat rows [inferred]; rows or runtimes without the workaround)."""
+    value = workaround_min_member(row, rt)
+    if value is None or row.podgroup_shape is not PodGroupShape.SUBGROUPS:
+        return None
+    first = sorted(rt.replicated_job_names)[:value]  # the session's order of SubGroups none of which is placed
+    empty = [n for n in first if n in rt.depends_on]
+    if empty:
+        waits = "; ".join(f"{n} has no pod until {_awaited(rt, n)}" for n in empty)
+        return WorkaroundGap(Step.FIRST, (
+            f"KAI #1209 workaround cannot work: {MIN_MEMBER_ANNOTATION} {value} caps the root minSubGroup at "
+            f"{value}, and KAI's scheduler fills it from the first {value} SubGroup(s) by name while none is placed "
+            f"({', '.join(first)}); {waits}, so no task is collected and nothing is placed ({WHERE_IT_STOPS})"
+        ))  # fmt: skip
+    done = sorted(rt.awaited_complete)
+    alive = len(rt.replicated_job_names) - len(done)  # replicatedJobs with pods once the awaited ones completed
+    if done and alive < value:
+        later = ", ".join(rt.depends_on)
+        return WorkaroundGap(Step.LATER, (
+            f"KAI #1209 workaround cannot finish: {', '.join(rt.up_front)} bind under root minSubGroup {value}, but "
+            f"once {', '.join(done)} complete their Succeeded pods count neither alive nor allocated, so {alive} "
+            f"replicatedJob(s) with pods stay below minSubGroup {value}: the PodGroup stays NotReady and {later} "
+            f"never binds ({WHERE_IT_STOPS})"
+        ))  # fmt: skip
+    return None
+
+
+def _awaited(rt: ShippedRuntime, name: str) -> str:
+    return " and ".join(f"{d['name']} is {d.get('status', 'Ready')}" for d in rt.depends_on[name])
 
 
 class Outcome(Enum):
@@ -69,12 +127,16 @@ def workaround_min_member(row: KaiRow, rt: ShippedRuntime) -> int | None:
 
 
 def outcome(row: KaiRow, rt: ShippedRuntime) -> tuple[Outcome, str]:
-    """What the row predicts for ``rt``, with the reason (the issue, or the workaround)."""
+    """What the row predicts for ``rt``, with the reason (the issue, and why the workaround does not help; or the
+    workaround)."""
     if not gap(row, rt):
         return Outcome.WORKS, ""
     value = workaround_min_member(row, rt)
     if value is None:
         return Outcome.FAILS, f"{row.depends_on_gap}; no workaround: {row.name} ignores {MIN_MEMBER_ANNOTATION}"
+    stops = workaround_gap(row, rt)
+    if stops is not None:
+        return Outcome.FAILS, f"{row.depends_on_gap}; {stops.reason}"
     return Outcome.WORKAROUND, f'{MIN_MEMBER_ANNOTATION}: "{value}" on the TrainJob ({WORKAROUND_SOURCE})'
 
 
