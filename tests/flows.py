@@ -68,6 +68,7 @@ class Harness:
     expect: Expectations
     timeouts: TimeoutPolicy
     record: CaseRecorder
+    controllers: SimulatedControllers | None = None
 
     def args(self) -> dict:
         """The fixtures a suite test takes, by name."""
@@ -91,14 +92,18 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
         *,
         background: bool = False,
         timeouts: TimeoutPolicy | None = None,
+        restartable: float | None = None,
     ) -> Harness:
         """``clock``: cluster time for the controllers and the observer (default: the wall clock). ``background``:
         the controllers reconcile in a thread of their own instead of before every API call, for cases that observe
-        by watch; ``timeouts``: the policy of that harness (default: the fast one)."""
+        by watch; ``timeouts``: the policy of that harness (default: the fast one); ``restartable``: the components
+        run as Deployments whose deleted pods come back after that many seconds (tests/fakes/restarts.py)."""
         fake = FakeKube(clock=clock) if clock else FakeKube()
         for obj in stack_manifests(IMAGE):
             fake.apply(prepare(obj, RUN, "", ""))
         controllers = SimulatedControllers(fake, layout, COMBINATION.kai.version, faults or Faults())
+        if restartable is not None:  # the components as Deployments whose pods a chaos run deletes
+            controllers.restartable(restartable)
         if background:
             stops.append(controllers.run_in_background())
         else:
@@ -115,6 +120,7 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
             EXPECT,
             policy,
             CaseRecorder(CaseRecord(nodeid="flow")),
+            controllers,
         )
         made.append((harness, stack))
         return harness

@@ -28,9 +28,14 @@ class Binder(Kai):
             if not is_bound(pod):
                 self._bind(pod, request["spec"]["selectedNode"])
             request["status"] = {"phase": ex.BIND_SUCCEEDED}
-            self.fake.write(request)
+            self.fake.write(self._finished(request))
             changed = True
         return changed
+
+    def _finished(self, request: Obj) -> Obj:
+        """Extension point: the BindRequest as the binder writes it back once the pod is bound (tests/fakes/restarts.py
+        drops its ownerReference after a restart)."""
+        return request
 
     def _ready_to_bind(self, request: Obj, pod: Obj) -> bool:
         """Extension point: whatever the binder must do before it binds (GPU sharing reserves the device)."""

@@ -24,6 +24,10 @@ across sibling queues), each overriding the core's named extension points.
 What ends a workload (its own exit, a JobSet restart, suspension) and what KAI then releases (PodGroup and Queue
 status, stale-gang eviction) are ``kubelet``, ``job_controller``, ``jobset_lifecycle`` and ``kai_lifecycle``.
 
+Restartable components (opt in: :meth:`SimulatedControllers.restartable`): every component as a Deployment with a
+pod the suite may delete, down until its replacement is Ready, then rebuilt from the API (``restarts``); the
+``restart_*`` faults that act only after a restart are ``restart_faults``.
+
 Not simulated: events other than the ones the suites read, image pulls.
 """
 
@@ -45,7 +49,17 @@ from tests.fakes.kai_sharing import KaiSharing
 from tests.fakes.kai_topology import KaiTopology
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
-from tests.fakes.simulation import Faults, Simulation
+from tests.fakes.restart_faults import RestartFaults
+from tests.fakes.restarts import DEFAULT_DOWNTIME
+from tests.fakes.simulation import (
+    BINDER,
+    JOBSET_CONTROLLER,
+    PODGROUPER,
+    SCHEDULER,
+    TRAINER_CONTROLLER,
+    Faults,
+    Simulation,
+)
 from tests.fakes.trainer_jobset import TrainerAndJobSet
 
 __all__ = ["Faults", "SimulatedControllers"]
@@ -56,6 +70,7 @@ RECONCILE_ROUNDS = 10
 
 
 class SimulatedControllers(
+    RestartFaults,
     TrainerAndJobSet,
     JobController,
     KaiSharing,
@@ -82,13 +97,22 @@ class SimulatedControllers(
         self.fake.reactors.append(self._react)
         return self
 
+    def restartable(self, downtime: float = DEFAULT_DOWNTIME) -> SimulatedControllers:
+        """Run every component as a Deployment with one pod, to be restarted by deleting it (tests/fakes/restarts.py):
+        KAI's five in ``kai-scheduler``, JobSet's in ``jobset-system``, Trainer's in ``kubeflow-system``. A deleted
+        component is down for ``downtime`` seconds of the wall clock, then back with a new pod and what it keeps in
+        memory rebuilt. Off by default: its pods would outlive a flow's workloads (the background thread's stop and
+        :meth:`remove_components` take them away)."""
+        self._publish_components(downtime)
+        return self
+
     def run_in_background(self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005) -> Callable[[], None]:
         """Reconcile in a thread of its own, round after round, as real controllers do, instead of before every API
         call: for cases that observe by watch (scale bursts), which make no API call while they wait. Each round is
         one pass of every controller (one KAI scheduling cycle) under the API server's lock; ``busy`` seconds pass
         after a round that changed something (the suite's requests get in, and a burst of them meets the next round
         together, as API requests meet a controller's work queue), ``idle`` after one that changed nothing. Returns
-        the function that stops the thread."""
+        the function that stops the thread (and takes the pods of :meth:`restartable` components away)."""
         if publish:
             stack.publish(self.fake, self.faults, self.kai_version)
         stopping = threading.Event()
@@ -105,6 +129,7 @@ class SimulatedControllers(
         def stop() -> None:
             stopping.set()
             thread.join(30)
+            self.remove_components()
 
         return stop
 
@@ -120,7 +145,10 @@ class SimulatedControllers(
             self._busy = False
 
     def _round(self) -> bool:
-        """One pass of every controller; whether any changed something."""
-        steps = (self.trainer, self.jobsets, self.jobs, self.podgrouper, self.scheduler, self.binder, self.kubelet,
-                 self.kai_status)  # fmt: skip
-        return any([step() for step in steps])
+        """One pass of every controller that is up; whether any changed something. The podgroup- and
+        queue-controller share ``kai_status``, which asks for each."""
+        changed = self._components_round()
+        steps = ((TRAINER_CONTROLLER, self.trainer), (JOBSET_CONTROLLER, self.jobsets), (None, self.jobs),
+                 (PODGROUPER, self.podgrouper), (None, self.default_scheduler), (SCHEDULER, self.scheduler),
+                 (BINDER, self.binder), (None, self.kubelet), (None, self.kai_status))  # fmt: skip
+        return any([step() for component, step in steps if component is None or self._acts(component)]) or changed

@@ -258,13 +258,20 @@ class Kai(Simulation):
                          "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": self._now()}]}  # fmt: skip
         self.fake.write(pod)
 
-    def scheduler(self) -> bool:
+    def default_scheduler(self) -> bool:
+        """kube-scheduler: the pending pods that are not KAI's, first fit on the nodes of no node pool (the stack's
+        own component pods are not the simulated cluster's: tests/fakes/restarts.py)."""
         changed = False
-        pending = [p for p in self._all(kinds.POD) if not is_bound(p) and not is_terminating(p)]
-        default = [p for p in pending if p["spec"].get("schedulerName") != KAI_SCHEDULER_NAME]
+        default = [p for p in self._all(kinds.POD) if not is_bound(p) and not is_terminating(p)
+                   and p["spec"].get("schedulerName") != KAI_SCHEDULER_NAME and not self._stack_pod(p)]  # fmt: skip
         for name, node in (self._place(default, self._in_pool(self._free(), None), whole=False) or {}).items():
             self._bind(next(p for p in default if p["metadata"]["name"] == name), node)
             changed = True
+        return changed
+
+    def scheduler(self) -> bool:
+        """KAI's scheduling cycle: every PodGroup, oldest first."""
+        changed = False
         groups = sorted(self._all(kinds.POD_GROUP), key=lambda g: self._seen.setdefault(uid_of(g), len(self._seen)))
         for pg in groups[: self.faults.scheduler_considers_only]:
             changed |= self._schedule_group(pg)

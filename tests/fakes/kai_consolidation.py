@@ -33,7 +33,7 @@ from kai_conformance.suites.support.expectations_consolidation import (
     consolidation_row,
 )
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, parse_time, uid_of
-from tests.fakes.simulation import Obj, Simulation
+from tests.fakes.simulation import SCHEDULER, Obj, Simulation
 
 
 def _preemptible(group: Obj) -> bool:
@@ -52,6 +52,15 @@ class KaiConsolidation(Simulation):
 
     def _seconds(self) -> float:
         return self.fake.clock().timestamp()
+
+    def _forget(self, component: str) -> None:
+        """A restarted scheduler knows a PodGroup's last eviction only from its annotation (the rows that stamp it)."""
+        super()._forget(component)
+        if component == SCHEDULER:
+            self._last_eviction = {
+                uid_of(g): stamp for g in self._all(kinds.POD_GROUP)
+                if (stamp := parse_time((g["metadata"].get("annotations") or {}).get(LAST_EVICTION_ANNOTATION)))
+            }  # fmt: skip
 
     # ------------------------------------------------------------------------------------- preemption delay
     def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:

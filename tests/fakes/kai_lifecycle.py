@@ -40,7 +40,7 @@ from kai_conformance.suites.support.expectations_lifecycle import (
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, uid_of
 from kai_conformance.suites.support.version_rows import minor
 from tests.fakes.kai import Kai
-from tests.fakes.simulation import Obj
+from tests.fakes.simulation import PODGROUP_CONTROLLER, QUEUE_CONTROLLER, SCHEDULER, Obj
 
 TERMINAL = ("Succeeded", "Failed")
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi)?$")
@@ -80,6 +80,11 @@ def _requests(pod: Obj) -> dict[str, float]:
     ])  # fmt: skip
 
 
+def _parsed(printed: dict[str, dict[str, str]]) -> dict[str, dict[str, float]]:
+    """A PodGroup's stored ``status.resourcesStatus`` back as numbers."""
+    return {key: {name: _value(q) for name, q in (value or {}).items()} for key, value in printed.items()}
+
+
 def _phase(pod: Obj) -> str:
     return (pod.get("status") or {}).get("phase") or "Pending"
 
@@ -96,22 +101,31 @@ class KaiLifecycle(Kai):
 
     # ------------------------------------------------------------------------------ podgroup- and queue-controller
     def kai_status(self) -> bool:
+        """The podgroup-controller's PodGroup status, then the queue-controller's Queue status from it; a controller
+        that is down (tests/fakes/restarts.py) writes nothing, and the other reads what is stored."""
         changed = self._orphan_bindrequests() if self.faults.bindrequests_without_owner else False
+        podgroups, queues = self._acts(PODGROUP_CONTROLLER), self._acts(QUEUE_CONTROLLER)
+        if not podgroups and not queues:
+            return changed
         groups: dict[tuple[str, str], list[Obj]] = defaultdict(list)
-        for pod in self.fake.stored(kinds.POD):  # read only
+        for pod in self.fake.stored(kinds.POD) if podgroups else ():  # read only
             group = (pod["metadata"].get("annotations") or {}).get(ex.POD_GROUP_ANNOTATION)
             if group:
                 groups[(pod["metadata"]["namespace"], group)].append(pod)
         per_queue: dict[str, list[dict[str, dict[str, float]]]] = defaultdict(list)
         for pg in self._all(kinds.POD_GROUP):
+            stored = (pg.get("status") or {}).get("resourcesStatus", {})
+            if not podgroups:
+                per_queue[(pg.get("spec") or {}).get("queue", "")].append(_parsed(stored))
+                continue
             status = self._podgroup_status(pg, groups.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), []))
             per_queue[(pg.get("spec") or {}).get("queue", "")].append(status)
             printed = {key: _printed(value) for key, value in status.items() if _printed(value)}
-            if (pg.get("status") or {}).get("resourcesStatus", {}) != printed:
+            if stored != printed:
                 pg.setdefault("status", {})["resourcesStatus"] = printed
                 self.fake.write(pg)
                 changed = True
-        return self._queue_status(per_queue) or changed
+        return (queues and self._queue_status(per_queue)) or changed
 
     def _podgroup_status(self, pg: Obj, pods: list[Obj]) -> dict[str, dict[str, float]]:
         active = [p for p in pods if _phase(p) not in TERMINAL]
@@ -210,6 +224,18 @@ class KaiLifecycle(Kai):
     def _allocated(self, pg: Obj) -> None:
         super()._allocated(pg)
         self._scheduled_before.add(uid_of(pg))
+
+    def _forget(self, component: str) -> None:
+        """A restarted scheduler starts every staleness anew, and knows as placed before the PodGroups it finds with
+        placed pods."""
+        super()._forget(component)
+        if component == SCHEDULER:
+            self._stale_since.clear()
+            placed = self._placed()
+            self._scheduled_before = {
+                uid_of(pg) for pg in self._all(kinds.POD_GROUP)
+                if any(is_bound(p) or _key(p) in placed for p in self._members(pg))
+            }  # fmt: skip
 
     def _place_group(self, pg: Obj, pods: list[Obj], free: dict[str, int], whole: bool) -> dict[str, str] | None:
         placement = super()._place_group(pg, pods, free, whole)

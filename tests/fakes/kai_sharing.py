@@ -37,7 +37,7 @@ from kai_conformance.suites.support.expectations_sharing import (
 )
 from kai_conformance.suites.support.snapshot import annotations_of, gpus_of, is_live, labels_of, uid_of
 from tests.fakes.binder import Binder
-from tests.fakes.simulation import Faults, Obj
+from tests.fakes.simulation import SCHEDULER, Faults, Obj
 
 #: 1e-9: fractions are compared as floats.
 EPSILON = 1e-9
@@ -62,6 +62,13 @@ class KaiSharing(Binder):
         super().__post_init__()
         self._groups = itertools.count(1)
         self._planned: dict[str, tuple[str, float]] = {}  # pod uid → (GPU group, fraction)
+
+    def _forget(self, component: str) -> None:
+        """A restarted scheduler's plans are gone (what it decided is in the BindRequests); GPU group names stay
+        unique (KAI's are random)."""
+        super()._forget(component)
+        if component == SCHEDULER:
+            self._planned.clear()
 
     # ------------------------------------------------------------------------------------------------ admission
     def podgrouper(self) -> bool:

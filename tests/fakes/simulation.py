@@ -26,6 +26,13 @@ DEFAULT_GRACE_SECONDS = 30
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+#: The stack's components, by the image name their Deployments run (suites/support/components.py): what
+#: tests/fakes/restarts.py takes down while their pod is replaced.
+SCHEDULER, BINDER, PODGROUPER = "scheduler", "binder", "podgrouper"
+QUEUE_CONTROLLER, PODGROUP_CONTROLLER = "queuecontroller", "podgroupcontroller"
+JOBSET_CONTROLLER, TRAINER_CONTROLLER = "jobset", "trainer-controller-manager"
+#: On the pods of the stack's own components (tests/fakes/restarts.py): no simulated controller places or runs them.
+STACK_POD_LABEL = "sim.kai-conformance.io/component"
 
 
 @dataclass
@@ -70,6 +77,23 @@ class Faults:
     regrouped_gang_bound_one_short: bool = False
     #: KAI's BindRequests lose their ownerReference to the pod: garbage collection leaves them behind.
     bindrequests_without_owner: bool = False
+
+    # Misbehaviour after a restart (tests/fakes/restarts.py): each acts only once its component has restarted in the
+    # run (its pod deleted and replaced), so a mix without that restart passes.
+    #: After the scheduler's restart, KAI binds every gang of at least this many pods one pod short.
+    restart_breaks_gangs_of: int | None = None
+    #: After the scheduler's restart, KAI ignores the queues' GPU limits.
+    restart_ignores_queue_limits: bool = False
+    #: After each restart of the scheduler, KAI evicts the pods of one running non-preemptible gang within quota.
+    restart_evicts_non_preemptible: bool = False
+    #: After the podgrouper's restart, it makes a second PodGroup (another name, the same JobSet owning it) for
+    #: every gang it had grouped before.
+    restart_duplicates_podgroups: bool = False
+    #: After the binder's restart, the BindRequests it finishes lose their ownerReference to the pod: garbage
+    #: collection leaves them behind when the pod goes.
+    restart_leaks_bindrequests: bool = False
+    #: After the scheduler's restart, KAI never schedules again.
+    restart_stalls_scheduler: bool = False
 
 
 @dataclass
@@ -181,6 +205,31 @@ class Simulation:
 
     def _now(self) -> str:
         return self.fake.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    # ------------------------------------------------------------------------------------ the stack's components
+    def _acts(self, component: str) -> bool:
+        """Whether ``component`` (its image name) does its work this round: always, unless tests/fakes/restarts.py
+        has it down while its pod is replaced, or a fault stalls it."""
+        return True
+
+    def _restarted(self, component: str) -> bool:
+        """Whether ``component`` has restarted in this run (the ``restart_*`` faults act only after)."""
+        return False
+
+    def _forget(self, component: str) -> None:
+        """``component`` restarted: it drops what it kept in memory and rebuilds it from the API, as the real one does
+        on start. Each mixin forgets its own; the informer caches here serve every component, so they all go. The
+        scheduler lists the PodGroups again, oldest first (by creation, then by name)."""
+        self._cache.clear()
+        self._copied.clear()
+        if component == SCHEDULER:
+            groups = sorted(self.fake.stored(kinds.POD_GROUP),
+                            key=lambda g: (g["metadata"].get("creationTimestamp") or "", g["metadata"]["name"]))  # fmt: skip
+            self._seen = {uid_of(g): order for order, g in enumerate(groups)}
+
+    @staticmethod
+    def _stack_pod(pod: Obj) -> bool:
+        return STACK_POD_LABEL in (pod["metadata"].get("labels") or {})
 
     # ---------------------------------------------------------------------------------- API server semantics
     def _api_delete(self, pod: Obj) -> None:
