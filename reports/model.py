@@ -39,6 +39,7 @@ AREAS: dict[str, str] = {
     "consolidation": "Consolidation and eviction protection",
     "runtimes": "Trainer's shipped runtimes",
     "scale": "Scheduling at scale",
+    "chaos": "Invariants under chaos",
     "control": "Detector controls",
     "": "Other",
 }

@@ -41,6 +41,18 @@ NOT_INPUTS = {
     "--fake-node-gpus": "same: the topology sets GPUs per fake node; pytest-args can override it",
     "--kwok-managed": "declares a kwok the suite cannot find on an existing cluster: a rare case pytest-args covers",
     "--kubelet-cgroup-v1": "hosted runners are cgroup v2; a self-hosted cgroup v1 runner passes it in pytest-args",
+    **dict.fromkeys(
+        (
+            "--chaos-seed",
+            "--chaos-budget",
+            "--chaos-replay",
+            "--chaos-components",
+            "--allow-chaos",
+            "--chaos-restart-command",
+        ),
+        "the chaos area is opt-in (-m chaos) and no PR gate's selection: a workflow that runs it passes its options "
+        "in pytest-args",
+    ),
 }
 
 

@@ -147,7 +147,8 @@ class BurstLedger:
         if was_bound != after.bound:
             self._bound_changed(gang, after, at, now=after.bound)
             deleted = after.gone or is_terminating(pod)
-            if was_bound and deleted and not after.evicted:  # deleted while bound: KAI evicted it
+            if was_bound and deleted and not after.evicted and not self._removal_expected(gang):
+                # deleted while bound, and not by the suite or the workload's own controllers: KAI evicted it
                 after.evicted = True
                 gang.times.evicted_pods += 1
                 if not gang.plan.preemptible:
@@ -175,11 +176,20 @@ class BurstLedger:
                 gang.times.first_bound, gang.times.all_bound = gang.round_started, at
         elif gang.bound == 0:
             gang.round_started = None
-        self.partial.update(gang.plan.name, gang.bound, gang.plan.pods, at)
+        self._placement_changed(gang, at)
         self._judge("queue-limit", detect.queue_limits(self.held, self.queues.values()))
         self._judge("non-preemptible-in-quota", detect.non_preemptible_quota(self.held_non_preemptible,
                                                                               self.queues.values()))  # fmt: skip
         self._changed(at)
+
+    def _placement_changed(self, gang: GangState, at: float) -> None:
+        """Judge the gang's placement after a change (the chaos ledger also counts pods being bound)."""
+        self.partial.update(gang.plan.name, gang.bound, gang.plan.pods, at)
+
+    def _removal_expected(self, gang: GangState) -> bool:
+        """Whether a bound pod of ``gang`` going away now is not an eviction (a burst's pods are never removed by
+        the suite, so every removal of a bound pod is KAI's)."""
+        return False
 
     def _changed(self, at: float) -> None:
         self.last_change = at if self.last_change is None else max(self.last_change, at)

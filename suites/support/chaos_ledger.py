@@ -1,0 +1,288 @@
+"""The ledger of a chaos mix: the scale ledger (suites/support/scale_ledger.py) over workloads that arrive, end, are
+deleted, suspended and resumed while components restart, plus what only a mix can break. Pure data, fed from the
+mix namespace's watches of pods, PodGroups, BindRequests and TrainJobs (suites/support/chaos_run.py) or, in the
+self-tests, by hand.
+
+What it judges at every change, over the whole mix (the invariants of suites/test_chaos.py):
+
+* ``gang-never-partial``: a gang's *placed* pods (bound, or named by a BindRequest the binder has not finished: the
+  binder's pace is not a gang violation) are all or none of it, beyond the settle grace. A gang some of whose pods
+  have ended or are being deleted is *leaving* (completing, failing, restarting, suspended, evicted whole) and is
+  judged again once they are gone.
+* ``queue-limit``, ``non-preemptible-in-quota``, ``non-preemptible-never-evicted`` as in the scale area; a bound pod
+  that goes away is an eviction unless the suite deleted or suspended its TrainJob or a pod of its gang failed (its
+  JobSet restarts or fails the gang).
+* ``one-podgroup-per-trainjob``: never two PodGroups (not being deleted) owned by one TrainJob's JobSet at once.
+* ``no-leftover-bindrequest``: no BindRequest names a pod that is gone for longer than garbage collection may take.
+
+A mix is *settled* when every *active* workload (submitted, not finished, not suspended, not deleted) has all its
+pods and its PodGroup and nothing changed for the quiet time; then no waiting active gang may fit the idle GPUs
+(``fitting-gangs-bound``, judged by the run against the cluster).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kai_conformance.suites.support.cases.chaos import ChaosMix
+from kai_conformance.suites.support.detectors import scale as detect
+from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.scale_ledger import DELETED, BurstLedger, GangState
+from kai_conformance.suites.support.snapshot import (
+    Obj,
+    is_terminating,
+    name_list,
+    name_of,
+    node_of,
+    owner_refs,
+    uid_of,
+    workload_of,
+)
+
+FINISHED = ("Complete", "Failed")
+ONE_PODGROUP = "one-podgroup-per-trainjob"
+LEFTOVER_BINDREQUEST = "no-leftover-bindrequest"
+
+
+@dataclass
+class WorkloadState:
+    """What the suite and the TrainJob say of one workload, beside its pods."""
+
+    submitted: bool = False
+    released: bool = False  # deleted or suspended by the suite: its pods going is not an eviction
+    suspended: bool = False
+    finished: str = ""  # the TrainJob's Complete or Failed condition, once True
+    exists: bool = False
+    failed_pod: bool = False  # a pod ended Failed: its JobSet restarts or fails the gang
+    podgroups: set[str] = field(default_factory=set)
+
+
+class ChaosLedger(BurstLedger):
+    def __init__(self, mix: ChaosMix, grace: float, gc_grace: float) -> None:
+        super().__init__(mix.plan(), grace)
+        self.mix = mix
+        self.gc_grace = gc_grace
+        self.state = {w.name: WorkloadState() for w in mix.workloads}
+        self.names: dict[str, str] = {}  # pod uid → name
+        self.live_pods: dict[str, str] = {}  # pod name → gang, for every pod not yet gone
+        self.bindrequests: dict[str, str] = {}  # BindRequest uid → the pod it names
+        self.finished_binds: set[str] = set()  # BindRequest uids the binder has finished (Succeeded or Failed)
+        self.orphans: dict[str, float] = {}  # BindRequest uid → since when its pod is gone
+        self.gone_pods: set[str] = set()  # names of the pods seen deleted (a BindRequest may arrive before its pod)
+        self.violated_at: dict[str, float] = {}
+        self.changes: list[float] = []
+        self.journal: list[tuple[float, str, str]] = []
+
+    # ------------------------------------------------------------------------------------------------ input
+    def note(self, at: float, gang: str, text: str) -> None:
+        """A line of the mix's timeline (the run's steps and faults come here too)."""
+        self.journal.append((at, gang, text))
+
+    def started(self, at: float) -> None:
+        """The mix began: quiet is measured from here until the first change."""
+        self.note(at, "", "mix started")
+        self._changed(at)
+
+    def submitted(self, gang: str, at: float) -> None:
+        self.state[gang].submitted = True
+        self.note(at, gang, "submitted")
+        super().submitted(gang, at)
+
+    def released(self, gang: str, at: float, *, how: str) -> None:
+        """The suite deleted or suspended ``gang``'s TrainJob."""
+        self.state[gang].released = True
+        self.note(at, gang, how)
+        self._changed(at)
+
+    def resumed(self, gang: str, at: float) -> None:
+        self.state[gang].released = False
+        self.note(at, gang, "resumed")
+        self._changed(at)
+
+    def trainjob(self, event_type: str, trainjob: Obj, at: float) -> None:
+        state = self.state.get(name_of(trainjob))
+        if state is None:
+            return
+        state.exists = event_type != DELETED
+        state.suspended = bool((trainjob.get("spec") or {}).get("suspend"))
+        for cond in (trainjob.get("status") or {}).get("conditions") or []:
+            if cond.get("type") in FINISHED and cond.get("status") == "True" and not state.finished:
+                state.finished = cond["type"]
+                self.note(at, name_of(trainjob), f"TrainJob {cond['type']}")
+                self._changed(at)
+
+    def podgroup(self, event_type: str, podgroup: Obj, at: float) -> None:
+        super().podgroup(event_type, podgroup, at)
+        owner = next((r.get("name") for r in owner_refs(podgroup) if r.get("kind") == "JobSet"), None)
+        state = self.state.get(owner or "")
+        if state is None or owner is None:
+            return
+        uid = uid_of(podgroup)
+        if event_type == DELETED or is_terminating(podgroup):
+            if uid in state.podgroups:
+                state.podgroups.discard(uid)
+                self.note(
+                    at, owner, f"PodGroup {name_of(podgroup)} {'deleted' if event_type == DELETED else 'deleting'}"
+                )
+            return
+        if uid not in state.podgroups:
+            state.podgroups.add(uid)
+            self.note(at, owner, f"PodGroup {name_of(podgroup)} created")
+            if len(state.podgroups) > 1:
+                self._judge(ONE_PODGROUP, Verdict(ONE_PODGROUP, False, f"TrainJob {owner} has "
+                                                  f"{len(state.podgroups)} PodGroups at once"))  # fmt: skip
+                self.violated_at.setdefault(ONE_PODGROUP, at)
+
+    def pod(self, event_type: str, pod: Obj, at: float) -> None:
+        gang = workload_of(pod) or ""
+        if gang not in self.gangs:
+            return
+        uid, name = uid_of(pod), name_of(pod)
+        before = self.pods.get(uid)
+        self.names[uid] = name
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Failed":
+            self.state[gang].failed_pod = True
+        if event_type == DELETED:
+            self.live_pods.pop(name, None)
+            self.gone_pods.add(name)
+            self._pod_gone(name, at)
+        else:
+            self.live_pods[name] = gang
+        super().pod(event_type, pod, at)
+        after = self.pods.get(uid)
+        self._journal_pod(gang, name, before, after, phase, event_type, node_of(pod), at)
+        if event_type == DELETED:
+            self.names.pop(uid, None)
+
+    def bindrequest(self, event_type: str, request: Obj, at: float) -> None:
+        uid = uid_of(request)
+        pod = (request.get("spec") or {}).get("podName") or ""
+        if event_type == DELETED:
+            self.bindrequests.pop(uid, None)
+            self.finished_binds.discard(uid)
+            self.orphans.pop(uid, None)
+            return
+        if uid not in self.bindrequests:
+            self.note(
+                at,
+                self.live_pods.get(pod, ""),
+                f"BindRequest for {pod} → {(request.get('spec') or {}).get('selectedNode')}",
+            )
+        self.bindrequests[uid] = pod
+        if ((request.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed"):
+            self.finished_binds.add(uid)
+        if pod in self.gone_pods and uid not in self.orphans:
+            self.orphans[uid] = at
+        gang = self.gangs.get(self.live_pods.get(pod, ""))
+        if gang is not None:
+            self._placement_changed(gang, at)
+
+    def _pod_gone(self, name: str, at: float) -> None:
+        for uid, pod in self.bindrequests.items():
+            if pod == name:
+                self.orphans.setdefault(uid, at)
+
+    def _journal_pod(self, gang, name, before, after, phase, event_type, node, at) -> None:
+        if before is None and after is not None:
+            self.note(at, gang, f"pod {name} created")
+        if after is not None and before is not None and after.bound and not before.bound:
+            self.note(at, gang, f"pod {name} bound to {node}")
+        if before is not None and before.live and after is not None and after.ended:
+            self.note(at, gang, f"pod {name} {phase}")
+        if after is not None and after.evicted and (before is None or not before.evicted):
+            self.note(at, gang, f"pod {name} evicted (deleted while bound)")
+        if event_type == DELETED:
+            self.note(at, gang, f"pod {name} gone")
+
+    # ------------------------------------------------------------------------------------------------ hooks
+    def _removal_expected(self, gang: GangState) -> bool:
+        state = self.state[gang.plan.name]
+        return state.released or state.failed_pod or bool(state.finished)
+
+    def _placement_changed(self, gang: GangState, at: float) -> None:
+        leaving = any(p.gang == gang.plan.name and not p.live for p in self.pods.values())
+        placed = 0 if leaving else gang.bound + self._binding(gang.plan.name)
+        self.partial.update(gang.plan.name, min(placed, gang.plan.pods), gang.plan.pods, at)
+
+    def _binding(self, gang: str) -> int:
+        """Pods of ``gang`` not bound yet that a BindRequest the binder has not finished names."""
+        bound = {self.names.get(uid) for uid, p in self.pods.items() if p.gang == gang and p.bound}
+        named = {pod for uid, pod in self.bindrequests.items() if uid not in self.finished_binds}
+        return sum(1 for pod in named if self.live_pods.get(pod) == gang and pod not in bound)
+
+    def _changed(self, at: float) -> None:
+        super()._changed(at)
+        self.changes.append(at)
+
+    # ------------------------------------------------------------------------------------------------ judging
+    def guard_verdicts(self, at: float) -> dict[str, Verdict]:
+        verdicts = super().guard_verdicts(at)
+        verdicts[ONE_PODGROUP] = self.violations.get(ONE_PODGROUP) or Verdict(
+            ONE_PODGROUP, True, "never two PodGroups for one TrainJob at once"
+        )
+        verdicts[LEFTOVER_BINDREQUEST] = self.leftover_bindrequests(at)
+        for detector, verdict in verdicts.items():
+            if not verdict.ok:
+                self.violated_at.setdefault(detector, at)
+        return verdicts
+
+    def leftover_bindrequests(self, at: float) -> Verdict:
+        overdue = sorted((since, uid) for uid, since in self.orphans.items() if at - since > self.gc_grace)
+        if overdue or LEFTOVER_BINDREQUEST in self.violations:
+            if LEFTOVER_BINDREQUEST not in self.violations:
+                pods = [self.bindrequests.get(uid, "?") for _, uid in overdue]
+                self._judge(LEFTOVER_BINDREQUEST, Verdict(
+                    LEFTOVER_BINDREQUEST, False,
+                    f"{len(overdue)} BindRequest(s) left for pods that are gone ({name_list(pods, str)}) for more "
+                    f"than the {self.gc_grace:.1f}s garbage collection may take"))  # fmt: skip
+            return self.violations[LEFTOVER_BINDREQUEST]
+        return Verdict(LEFTOVER_BINDREQUEST, True, f"no BindRequest outlived its pod ({len(self.bindrequests)} now)")
+
+    def active(self, gang: str) -> bool:
+        state = self.state[gang]
+        return state.submitted and not (state.released or state.suspended or state.finished)
+
+    def settled(self, at: float, quiet: float) -> Verdict:
+        incomplete = [g for g in self.gangs.values() if self.active(g.plan.name) and (not g.complete or not g.podgroup)]
+        still = at - (self.last_change if self.last_change is not None else at)
+        if incomplete:
+            shown = [f"{g.plan.name} ({g.live} of {g.plan.pods} pods{'' if g.podgroup else ', no PodGroup'})"
+                     for g in incomplete]  # fmt: skip
+            return Verdict("settled", False, f"{len(incomplete)} active gang(s) not complete: "
+                           f"{name_list(shown, str)}; {self.status()}")  # fmt: skip
+        if still < quiet:
+            return Verdict(
+                "settled", False, f"last change {still:.1f}s ago (settles after {quiet:.1f}s); {self.status()}"
+            )
+        return Verdict("settled", True, f"nothing changed for {still:.1f}s; {self.status()}")
+
+    def waiting(self) -> list[detect.Waiting]:
+        return [w for w in super().waiting() if self.active(w.name)]
+
+    def quiet_after(self, start: float, quiet: float, until: float | None) -> float | None:
+        """The first moment after ``start`` from which nothing changed for ``quiet`` seconds, if one came before
+        ``until`` (the next step of the mix, or now): when the cluster had converged after a restart."""
+        moments = [t for t in self.changes if t >= start]
+        previous = start
+        for t in moments:
+            if t - previous >= quiet:
+                break
+            previous = t
+        if until is not None and previous + quiet > until:
+            return None
+        return previous
+
+    def excerpt(self, gangs: set[str], around: float | None, window: float, *, origin: float | None = None,
+                scale: float = 1.0) -> list[str]:  # fmt: skip
+        """The timeline lines of ``gangs`` (every gang when empty) within ``window`` seconds of ``around``, at the
+        seconds of the mix (since ``origin``, divided by the run's time ``scale``), restarts included."""
+        start = origin if origin is not None else (self.first_submitted or 0.0)
+        lines = []
+        for at, gang, text in sorted(self.journal, key=lambda e: e[0]):
+            if gangs and gang and gang not in gangs:
+                continue
+            if around is not None and abs(at - around) > window and gang not in ("", *gangs):
+                continue
+            lines.append(f"{(at - start) / scale:7.1f}s  {gang or '-':<8} {text}")
+        return lines

@@ -1,0 +1,106 @@
+"""What a chaos run draws: Hypothesis strategies for mixes over the shapes the suite knows, sized from the cluster's
+GPU layout, and for the smaller mixes a violating one shrinks to.
+
+Hypothesis generates and shrinks (suites/support/chaos_search.py drives it from the run's seed); this module only says
+what a mix may be. Every value shrinks toward a simpler mix: fewer queues and workloads, smaller gangs of 1-GPU pods,
+earlier arrivals, no ending (``runs`` is first of :data:`~suites.support.cases.chaos.ENDINGS`), the preemptible
+priority. Times are whole seconds, so a reproducer file reads plainly.
+
+**Coverage.** Every mix restarts every component the run may restart, once each, at drawn moments (plus up to
+:data:`EXTRA_RESTARTS` more): a run of a few mixes under a 10-minute budget restarts each of them. Shrinking keeps
+those restarts and moves them in time; it drops workloads (:func:`submixes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.suites.support.cases.chaos import ENDINGS, ChaosMix, ChaosQueue, ChaosWorkload, Fault
+from kai_conformance.suites.support.cases.scale import NON_PREEMPTIBLE, PREEMPTIBLE, whole_node, whole_nodes
+from kai_conformance.suites.support.workloads import UNLIMITED
+
+#: Gang sizes a mix draws from (pods per TrainJob), capped by what the cluster holds.
+GANG_SIZES = (1, 2, 3, 4)
+MAX_QUEUES = 3
+EXTRA_RESTARTS = 2
+#: Chance of keeping each element when a shrink draws a smaller mix at random (kept unless the draw is 0 of 0..3):
+#: most of a violating mix is kept at first, so a violation that needs a few of its elements is met again quickly.
+KEEP_DRAW = 3
+
+
+def mixes(
+    layout: GpuLayout,
+    components: Sequence[str],
+    *,
+    horizon: int = 60,
+    max_workloads: int = 10,
+    seed: int | None = None,
+) -> st.SearchStrategy[ChaosMix]:
+    """Mixes for a cluster of ``layout``'s GPUs: up to ``max_workloads`` TrainJobs arriving in the first half of
+    ``horizon`` seconds, endings within it, and a restart of each of ``components`` within it."""
+    total, width, wide_nodes = layout.total, whole_node(layout), whole_nodes(layout)
+
+    @st.composite
+    def draw(draw: st.DrawFn) -> ChaosMix:
+        queues = tuple(draw(st.lists(queue(total), min_size=1, max_size=MAX_QUEUES)))
+        queues = tuple(ChaosQueue(f"q{i}", q.quota, q.limit, q.weight) for i, q in enumerate(queues))
+        shapes = draw(st.lists(workload(queues, total, width, wide_nodes, horizon), max_size=max_workloads))
+        workloads = tuple(ChaosWorkload(f"w{i:02d}", *shape) for i, shape in enumerate(shapes))
+        order = draw(st.permutations(list(components)))
+        moments = st.integers(0, horizon)
+        faults = [Fault(c, draw(moments)) for c in order]
+        faults += [Fault(draw(st.sampled_from(list(components))), draw(moments))
+                   for _ in range(draw(st.integers(0, EXTRA_RESTARTS if components else 0)))]  # fmt: skip
+        return ChaosMix(queues, workloads, tuple(sorted(faults, key=lambda f: f.at)), total, seed)
+
+    return draw()
+
+
+def queue(total: int) -> st.SearchStrategy[ChaosQueue]:
+    """A leaf queue: a GPU quota of up to half the cluster, no limit or one at or above the quota, weight 1 to 3."""
+
+    @st.composite
+    def draw(draw: st.DrawFn) -> ChaosQueue:
+        quota = draw(st.integers(0, max(total // 2, 0)))
+        limit = draw(st.one_of(st.just(UNLIMITED), st.integers(max(quota, 1), max(total, 1))))
+        return ChaosQueue("", quota, limit, draw(st.integers(1, 3)))
+
+    return draw()
+
+
+def workload(
+    queues: Sequence[ChaosQueue], total: int, width: int, wide_nodes: int, horizon: int
+) -> st.SearchStrategy[tuple]:
+    """(pods, gpus, queue, priority, arrive, ending, after, resume_after) of one TrainJob that fits the empty
+    cluster: 1-GPU pods, or whole-node pods no more than the nodes that hold one."""
+
+    @st.composite
+    def draw(draw: st.DrawFn) -> tuple:
+        gpus = draw(st.sampled_from([1, width] if width > 1 else [1]))
+        most = min(max(GANG_SIZES), total // gpus if gpus else 0, wide_nodes if gpus == width > 1 else total)
+        pods = draw(st.integers(1, max(most, 1)))
+        role = draw(st.sampled_from([q.role for q in queues]))
+        priority = draw(st.sampled_from([PREEMPTIBLE, NON_PREEMPTIBLE]))
+        arrive = draw(st.integers(0, horizon // 2))
+        ending = draw(st.sampled_from(ENDINGS))
+        after = draw(st.integers(5, max(horizon // 2, 5))) if ending != "runs" else 0
+        resume = draw(st.one_of(st.none(), st.integers(5, max(horizon // 4, 5)))) if ending == "suspended" else None
+        return pods, gpus, role, priority, float(arrive), ending, float(after), resume
+
+    return draw()
+
+
+def submixes(mix: ChaosMix) -> st.SearchStrategy[ChaosMix]:
+    """Mixes made of some of ``mix``'s workloads (each kept unless its draw is 0, :data:`KEEP_DRAW`): shrinking
+    turns draws to 0, so Hypothesis drops what the violation does not need. The restarts stay (module docstring)."""
+    names = [w.name for w in mix.workloads]
+
+    @st.composite
+    def draw(draw: st.DrawFn) -> ChaosMix:
+        kept = [draw(st.integers(0, KEEP_DRAW)) > 0 for _ in names]
+        return mix.without(frozenset(n for n, keep in zip(names, kept, strict=True) if not keep))
+
+    return draw()

@@ -1,0 +1,88 @@
+"""What a chaos run puts in its record: the seed, every mix and its outcome, each invariant's verdict over the run,
+the restarts and the time the cluster took to converge after each (a plot), and on a violation the reproducer
+(suites/support/chaos_search.py) with the violating gang's timeline and where each restart fell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.settings import Settings
+from kai_conformance.reports.records import CaseRecorder
+from kai_conformance.suites.support.chaos_run import Outcome
+from kai_conformance.suites.support.chaos_search import Campaign, reproducer, write_reproducer
+from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.expectations import Expectations
+
+BACK_SERIES = "chaos: seconds until a restarted component was back"
+CONVERGED_SERIES = "chaos: seconds until the cluster converged after a restart"
+
+
+def record_campaign(record: CaseRecorder, campaign: Campaign, chaos: ChaosSettings, components: tuple[str, ...],
+                    expect: Expectations) -> None:  # fmt: skip
+    seed = f"seed {chaos.seed} ({'given' if chaos.seed_given else 'drawn'}; again: --chaos-seed {chaos.seed})"
+    record.note(f"chaos {seed}; budget {chaos.budget:.0f}s; {len(campaign.outcomes)} mix(es) run, "
+                f"{campaign.shrink_runs} of them while shrinking; components {', '.join(components)}")  # fmt: skip
+    for index, outcome in enumerate(campaign.outcomes, 1):
+        record.note(f"mix {index} ({outcome.seconds:.0f}s): {outcome.mix.describe()} → {outcome.summary()}")
+        for timing in outcome.restarts:
+            record.note(f"mix {index}: {timing.describe()}")
+    for verdict in over_the_run(campaign.outcomes).values():
+        record.verdict(verdict)
+    back = [(t.restart.started, t.restart.ready_seconds) for o in campaign.outcomes for t in o.restarts
+            if t.restart is not None and t.restart.ready_seconds is not None]  # fmt: skip
+    converged = [(t.restart.started, t.converged_seconds) for o in campaign.outcomes for t in o.restarts
+                 if t.restart is not None and t.converged_seconds is not None]  # fmt: skip
+    record.series(BACK_SERIES, back)
+    record.series(CONVERGED_SERIES, converged)
+    restarted = {t.fault.component for o in campaign.outcomes for t in o.restarts if t.restart and t.restart.ready_at}
+    record.note(f"[{expect.kai.name}] restarted and back: {', '.join(sorted(restarted)) or 'none'}; per component "
+                + "; ".join(summary(campaign.outcomes, c) for c in components))  # fmt: skip
+
+
+def summary(outcomes: list[Outcome], component: str) -> str:
+    """``scheduler: 3 restarts, back in 4.1–9.8s, converged in 6.0–21.3s``."""
+    timings = [t for o in outcomes for t in o.restarts if t.fault.component == component and t.restart is not None]
+    back = [t.restart.ready_seconds for t in timings if t.restart and t.restart.ready_seconds is not None]
+    converged = [t.converged_seconds for t in timings if t.converged_seconds is not None]
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):.1f}–{max(values):.1f}s" if values else "n/a"
+
+    return f"{component}: {len(timings)} restart(s), back in {span(back)}, converged in {span(converged)}"
+
+
+def over_the_run(outcomes: list[Outcome]) -> dict[str, Verdict]:
+    """Each invariant over every mix: its first violation, or held in all the mixes that judged it."""
+    judged: dict[str, list[Verdict]] = {}
+    for outcome in outcomes:
+        for name, verdict in outcome.verdicts.items():
+            judged.setdefault(name, []).append(verdict)
+    return {
+        name: next((v for v in verdicts if not v.ok), None)
+        or Verdict(name, True, f"held in all {len(verdicts)} mix(es); the last: {verdicts[-1].explanation}")
+        for name, verdicts in judged.items()
+    }
+
+
+def report_violation(record: CaseRecorder, settings: Settings, campaign: Campaign, original: Outcome | None,
+                     shrunk: Outcome, expect: Expectations, directories: list[Path]) -> str:  # fmt: skip
+    """Write the reproducer into each of ``directories`` (the run's ``chaos/`` and the case's diagnostics) and
+    return the failure message naming it and how to replay it."""
+    combination = settings.combination
+    versions = {"kai": combination.kai.version, "trainer": combination.trainer.version,
+                "jobset": combination.jobset.version, "kubernetes": settings.kubernetes}  # fmt: skip
+    data = reproducer(shrunk, seed=campaign.seed, versions=versions, original=original)
+    paths = [write_reproducer(data, directory) for directory in directories]
+    for line in shrunk.excerpt:
+        record.note(f"timeline: {line}")
+    smaller = ""
+    if original is not None and original is not shrunk:
+        smaller = f" (shrunk from {len(original.mix.workloads)} TrainJobs: {original.mix.describe()})"
+    broken = "; ".join(f"{name}: {v.explanation}" for name, v in shrunk.violations.items())
+    return (
+        f"[{expect.kai.name}] chaos invariant violated: {broken}\n"
+        f"smallest mix{smaller}: {shrunk.mix.describe()}\n"
+        f"reproducer: {paths[0]}\n"
+        f"replay: pytest suites -m chaos --chaos-replay={paths[0]} (with this run's cluster options)"
+    )

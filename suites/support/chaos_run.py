@@ -1,0 +1,294 @@
+"""One chaos mix on the cluster: its queues, its TrainJobs arriving and ending on time, the restarts at their
+moments, every change judged by the chaos ledger (suites/support/chaos_ledger.py) from watches, then the settle,
+the convergence check, the removal and the leftovers check. The result is an :class:`Outcome`, never an exception:
+the search (suites/support/chaos_search.py) decides what a violation means.
+
+Times of the mix are seconds from its start, multiplied by ``--timeout-scale`` like every wait. Between two steps
+the run holds until the next step's moment while the ledger's invariants are judged; a violation ends the mix at
+once (the reproducer needs its moment, not more of the run).
+
+Each mix runs under its own names (``m<attempt>-<workload>``, queues ``m<attempt>-<queue>``), so one mix's objects
+never meet the next one's, and is removed before the next begins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures.informer import Watchers
+from kai_conformance.fixtures.kube import KubeApi, WatchEvent
+from kai_conformance.fixtures.render import RenderContext
+from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, Observation, TimeoutPolicy, eventually
+from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault
+from kai_conformance.suites.support.chaos_faults import Restart, Restarter
+from kai_conformance.suites.support.chaos_ledger import ChaosLedger
+from kai_conformance.suites.support.detectors import scale as detect
+from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.lifecycle import suspend
+from kai_conformance.suites.support.scale import idle_gpus
+from kai_conformance.suites.support.timing import settle
+
+#: Seconds of the timeline shown either side of a violation in a reproducer (scaled).
+EXCERPT_WINDOW = 30.0
+CONVERGED = "fitting-gangs-bound"
+
+
+@dataclass
+class RestartTiming:
+    fault: Fault
+    restart: Restart | None
+    #: Seconds from the restart until nothing changed for the settle time (the cluster converged), or None when the
+    #: next step of the mix came first.
+    converged_seconds: float | None = None
+
+    def describe(self) -> str:
+        back = self.restart.describe() if self.restart else f"{self.fault.component}: not run"
+        converged = (f"converged {self.converged_seconds:.1f}s after the restart" if self.converged_seconds is not None
+                     else "still changing at the next step")  # fmt: skip
+        return f"{self.fault.describe()}: {back}; {converged}"
+
+
+@dataclass
+class Outcome:
+    mix: ChaosMix
+    verdicts: dict[str, Verdict]
+    restarts: list[RestartTiming] = field(default_factory=list)
+    excerpt: list[str] = field(default_factory=list)
+    status: str = ""
+    seconds: float = 0.0
+    #: The seconds into the mix of its first violation.
+    violated_at: float | None = None
+
+    @property
+    def violations(self) -> dict[str, Verdict]:
+        return {name: v for name, v in self.verdicts.items() if not v.ok}
+
+    @property
+    def violated(self) -> bool:
+        return bool(self.violations)
+
+    def summary(self) -> str:
+        if not self.violated:
+            return f"every invariant held ({self.status})"
+        return "; ".join(f"{name}: {v.explanation}" for name, v in self.violations.items())
+
+
+def renamed(mix: ChaosMix, attempt: int) -> ChaosMix:
+    """The mix under the names of one attempt (module docstring)."""
+    prefix = f"m{attempt}-"
+    queues = tuple(dataclasses.replace(q, role=prefix + q.role) for q in mix.queues)
+    workloads = tuple(dataclasses.replace(w, name=prefix + w.name, queue=prefix + w.queue) for w in mix.workloads)
+    return dataclasses.replace(mix, queues=queues, workloads=workloads)
+
+
+def steps(mix: ChaosMix) -> list[tuple[float, int, str, ChaosWorkload | Fault]]:
+    """(moment, order, what, whom) in the order the run takes them; at one moment: arrivals, actions, faults."""
+    planned: list[tuple[float, int, str, ChaosWorkload | Fault]] = []
+    for w in mix.workloads:
+        planned.append((w.arrive, 0, "arrive", w))
+        if w.acted_at is not None:
+            planned.append((w.acted_at, 1, "delete" if w.ending == "deleted" else "suspend", w))
+        if w.resumed_at is not None:
+            planned.append((w.resumed_at, 2, "resume", w))
+    planned += [(f.at, 3, "restart", f) for f in mix.faults]
+    return sorted(planned, key=lambda s: (s[0], s[1]))
+
+
+class MixRunner:
+    def __init__(self, kube: KubeApi, ctx: RenderContext, workspace: Workspace, timeouts: TimeoutPolicy,
+                 restarter: Restarter, layout: GpuLayout) -> None:  # fmt: skip
+        self.kube, self.ctx, self.workspace, self.timeouts = kube, ctx, workspace, timeouts
+        self.restarter, self.layout = restarter, layout
+        self.quiet = settle(timeouts)
+
+    def run(self, mix: ChaosMix, attempt: int) -> Outcome:
+        executed = renamed(mix, attempt)
+        started = time.monotonic()
+        progress.report(f"chaos mix {attempt}: {mix.describe()}")
+        ledger = ChaosLedger(executed, self.quiet, self.timeouts("gc"))
+        lock = threading.Lock()
+        queues = self.workspace.apply_all(executed.queue_manifests(self.ctx))
+        trainjobs: dict[str, dict] = {}
+        restarts: list[tuple[Fault, float, Future[Restart]]] = []
+        watchers = Watchers(self.kube, namespace=self.ctx.namespace)
+        for kind, feed in ((kinds.POD, ledger.pod), (kinds.POD_GROUP, ledger.podgroup),
+                           (kinds.BIND_REQUEST, ledger.bindrequest), (kinds.TRAIN_JOB, ledger.trainjob)):  # fmt: skip
+            watchers.watch(kind, _fed(feed, lock))
+        begin = time.time()
+        pool = ThreadPoolExecutor(4, thread_name_prefix="chaos-restart")
+        try:
+            watchers.start()
+            watchers.wait_synced(self.timeouts("api"))
+            begin = time.time()
+            with lock:
+                ledger.started(begin)
+            self._drive(executed, ledger, lock, watchers, trainjobs, restarts, pool, begin)
+            with lock:
+                verdicts = ledger.guard_verdicts(time.time())
+            if all(v.ok for v in verdicts.values()):
+                verdicts[CONVERGED] = self._converged(ledger, lock)
+            timings = self._timings(ledger, lock, restarts)
+            self._remove(ledger, lock, watchers, trainjobs)
+            with lock:
+                verdicts.update({k: v for k, v in ledger.guard_verdicts(time.time()).items() if not v.ok})
+        finally:
+            pool.shutdown(wait=True)
+            watchers.stop()
+            for queue in reversed(queues):
+                self.workspace.delete(queue)
+        outcome = self._outcome(mix, ledger, verdicts, timings, begin, time.monotonic() - started)
+        progress.report(f"chaos mix {attempt}: {outcome.summary()}")
+        return outcome
+
+    def _drive(self, mix: ChaosMix, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers,
+               trainjobs: dict[str, dict], restarts: list[tuple[Fault, float, Future[Restart]]],
+               pool: ThreadPoolExecutor, begin: float) -> None:  # fmt: skip
+        """Every step at its moment, then the settle; a violation or a mix that does not settle ends it early."""
+        try:
+            for moment, _, what, whom in steps(mix):
+                self._hold_until(begin + moment * self.timeouts.scale, ledger, lock, watchers)
+                now = time.time()
+                with lock:
+                    if isinstance(whom, Fault):
+                        ledger.note(now, "", f"restart {whom.component}")
+                        restarts.append((whom, now, pool.submit(self.restarter.restart, whom.component)))
+                    else:
+                        self._act(what, whom, ledger, now, trainjobs)
+            self._settle(ledger, lock, watchers, restarts)
+        except ConditionViolated:
+            pass  # the ledger keeps the violation; the mix ends here
+        except ConditionNotMet as stuck:
+            ledger.note(time.time(), "", f"did not settle: {str(stuck).splitlines()[0]}")
+
+    def _outcome(self, mix: ChaosMix, ledger: ChaosLedger, verdicts: dict[str, Verdict],
+                 timings: list[RestartTiming], begin: float, seconds: float) -> Outcome:  # fmt: skip
+        broken = {k: v for k, v in verdicts.items() if not v.ok}
+        moments = [ledger.violated_at[k] for k in broken if k in ledger.violated_at]
+        at = min(moments) if moments else None
+        named = {g for g in ledger.gangs for v in broken.values() if g in v.explanation}
+        window = EXCERPT_WINDOW * self.timeouts.scale
+        excerpt = ledger.excerpt(named, at, window, origin=begin, scale=self.timeouts.scale) if broken else []
+        violated_at = None if at is None else (at - begin) / self.timeouts.scale
+        return Outcome(mix, verdicts, timings, excerpt, ledger.status(), seconds, violated_at)
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def _act(self, what: str, workload: ChaosWorkload, ledger: ChaosLedger, now: float,
+             trainjobs: dict[str, dict]) -> None:  # fmt: skip
+        namespace, name = self.ctx.namespace, workload.name
+        try:
+            if what == "arrive":
+                ledger.submitted(name, now)
+                trainjobs[name] = self.workspace.apply(ledger.mix.trainjob(self.ctx, workload, self.timeouts.scale))
+            elif what == "delete":
+                ledger.released(name, now, how="deleted by the suite")
+                self.kube.delete(kinds.TRAIN_JOB, name, namespace)
+            elif what == "suspend":
+                ledger.released(name, now, how="suspended by the suite")
+                suspend(self.kube, namespace, name, True)
+            elif what == "resume":
+                ledger.resumed(name, now)
+                suspend(self.kube, namespace, name, False)
+        except (errors.NotFound, errors.Invalid, errors.Conflict, errors.Forbidden) as refused:
+            ledger.note(now, name, f"{what} refused by the API server: {refused}")
+
+    def _hold_until(self, moment: float, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers) -> None:
+        """Judge the invariants until ``moment`` (the next step's): a violation ends the hold at once."""
+
+        def probe() -> Observation:
+            watchers.check()
+            now = time.time()
+            with lock:
+                broken = [v for v in ledger.guard_verdicts(now).values() if not v.ok]
+                status = ledger.status()
+            if broken:
+                raise ConditionViolated(f"chaos invariant violated: {broken[0]}")
+            return Observation(now >= moment, f"{max(moment - now, 0):.1f}s to the next step; {status}")
+
+        if moment > time.time():
+            eventually(probe, what="the next step of the mix", timeout=moment - time.time() + self.timeouts("api"),
+                       interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
+
+    def _settle(self, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers,
+                restarts: list[tuple[Fault, float, Future[Restart]]]) -> None:  # fmt: skip
+        """After the last step: every restart back, then every active gang complete and quiet for the settle time."""
+        for _, _, done in restarts:
+            done.result()
+
+        def probe() -> Observation:
+            watchers.check()
+            now = time.time()
+            with lock:
+                broken = [v for v in ledger.guard_verdicts(now).values() if not v.ok]
+                if broken:
+                    raise ConditionViolated(f"chaos invariant violated: {broken[0]}")
+                verdict = ledger.settled(now, self.quiet)
+            return Observation(verdict.ok, verdict.explanation)
+
+        eventually(probe, what="the mix settled after its last step", timeout=self.timeouts("schedule"),
+                   interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
+
+    def _converged(self, ledger: ChaosLedger, lock: threading.Lock) -> Verdict:
+        """``fitting-gangs-bound`` once settled: no active gang waits while the idle GPUs would hold it."""
+        free = idle_gpus(self.kube, self.layout)
+        with lock:
+            return detect.fitting_gangs_bound(ledger.waiting(), free, ledger.held, ledger.held_non_preemptible,
+                                              ledger.queues)  # fmt: skip
+
+    def _timings(self, ledger: ChaosLedger, lock: threading.Lock,
+                 restarts: list[tuple[Fault, float, Future[Restart]]]) -> list[RestartTiming]:  # fmt: skip
+        timings = []
+        moments = sorted(at for _, at, _ in restarts)
+        for fault, at, done in restarts:
+            restart = done.result() if done.done() else None
+            later = [m for m in moments if m > at]
+            start = restart.ready_at if restart and restart.ready_at else at
+            with lock:
+                quiet = ledger.quiet_after(start, self.quiet, later[0] if later else time.time())
+            timings.append(RestartTiming(fault, restart, None if quiet is None else quiet - at))
+        for fault in ledger.mix.faults:
+            if not any(t.fault is fault for t in timings):
+                timings.append(RestartTiming(fault, None))
+        return timings
+
+    def _remove(
+        self, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers, trainjobs: dict[str, dict]
+    ) -> None:
+        """Delete the mix's TrainJobs, then wait until their pods are gone and no BindRequest is left, judging
+        ``no-leftover-bindrequest`` all the while (a BindRequest outliving its pod past the grace fires it)."""
+        for name in trainjobs:
+            self.kube.delete(kinds.TRAIN_JOB, name, self.ctx.namespace)
+            with lock:
+                ledger.released(name, time.time(), how="removed at the end of the mix")
+
+        def probe() -> Observation:
+            watchers.check()
+            now = time.time()
+            with lock:
+                leftover = ledger.leftover_bindrequests(now)
+                if not leftover.ok:
+                    raise ConditionViolated(str(leftover))
+                pods, requests = len(ledger.live_pods), len(ledger.bindrequests)
+            return Observation(pods == 0 and requests == 0, f"{pods} pod(s), {requests} BindRequest(s) left")
+
+        with contextlib.suppress(ConditionViolated):  # recorded in the ledger
+            eventually(probe, what="the mix's pods and BindRequests gone", timeout=self.timeouts("gc") * 1.5,
+                       interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
+
+
+def _fed(feed, lock: threading.Lock):
+    def handle(event: WatchEvent, observed_at: float) -> None:
+        with lock:
+            feed(event.type, event.obj, observed_at)
+
+    return handle
+
+
+__all__ = ["ChaosQueue", "MixRunner", "Outcome", "RestartTiming", "renamed", "steps"]

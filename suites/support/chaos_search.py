@@ -1,0 +1,183 @@
+"""The chaos run's search: mixes drawn from the seed until one violates an invariant or the budget is spent, the
+violating mix shrunk to the smallest that still violates, a reproducer file, and its replay.
+
+Hypothesis draws and shrinks; the cluster is the test. Search is one Hypothesis run over
+:func:`~suites.support.chaos_mix.mixes` seeded with the run's seed (generation only); shrinking is a second one over
+:func:`~suites.support.chaos_mix.submixes` of the violating mix, where a smaller mix "fails" when it violates one of
+the same invariants. Both are bounded by the run's budget: once it is spent every further example counts as
+passing without running, and every mix that did run is remembered, so Hypothesis's final replay of the smallest
+failing example gives the same answer without running it again (no flakiness from the cluster's timing).
+
+A reproducer (YAML) is self-contained: the seed, the versions it ran on, the mix as data, the restart schedule with
+what each restart did, the violated invariants and the timeline around the violation. ``--chaos-replay=FILE`` runs
+its mix once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as seeded
+from hypothesis import strategies as st
+
+from kai_conformance.fixtures import errors
+from kai_conformance.suites.support.cases.chaos import ChaosMix
+from kai_conformance.suites.support.chaos_mix import submixes
+from kai_conformance.suites.support.chaos_run import Outcome
+
+FORMAT = "kai-conformance/chaos-reproducer/v1"
+#: Mixes a search may draw at most; the budget ends it long before on a cluster.
+MAX_MIXES = 10_000
+MAX_SHRINK_EXAMPLES = 500
+
+
+class _Stop(Exception):
+    """Ends a Hypothesis run from inside: a violation was found, or the budget is spent."""
+
+
+class _StillViolates(Exception):
+    """A smaller mix violated one of the invariants the original did: Hypothesis shrinks on."""
+
+
+@dataclass
+class Campaign:
+    """The mixes of one chaos run. ``run`` runs a mix on the cluster (its attempt number is the count so far)."""
+
+    run: Callable[[ChaosMix, int], Outcome]
+    seed: int
+    budget: float
+    clock: Callable[[], float] = time.monotonic
+    outcomes: list[Outcome] = field(default_factory=list)
+    started: float = field(default=0.0)
+    shrink_runs: int = 0
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+        self._seen: dict[str, Outcome] = {}
+
+    def spent(self) -> bool:
+        return self.clock() - self.started >= self.budget
+
+    def left(self) -> float:
+        return max(self.budget - (self.clock() - self.started), 0.0)
+
+    def attempt(self, mix: ChaosMix) -> Outcome:
+        """Run ``mix`` once (or give what it gave before)."""
+        key = json.dumps(_without_seed(mix.to_data()), sort_keys=True)
+        if key not in self._seen:
+            outcome = self.run(mix, len(self.outcomes) + 1)
+            self.outcomes.append(outcome)
+            self._seen[key] = outcome
+        return self._seen[key]
+
+    # ------------------------------------------------------------------------------------------------ search
+    def search(self, strategy: st.SearchStrategy[ChaosMix]) -> Outcome | None:
+        """Mixes from the seed until one violates an invariant or the budget is spent: the first violating one."""
+        found: list[Outcome] = []
+
+        @seeded(self.seed)
+        @settings(max_examples=MAX_MIXES, phases=[Phase.generate], **_QUIET)
+        @given(strategy)
+        def explore(mix: ChaosMix) -> None:
+            if found or self.spent():
+                raise _Stop
+            outcome = self.attempt(mix)
+            if outcome.violated:
+                found.append(outcome)
+                raise _Stop
+
+        with contextlib.suppress(_Stop):
+            explore()
+        return found[0] if found else None
+
+    # ------------------------------------------------------------------------------------------------ shrink
+    def shrink(self, violating: Outcome) -> Outcome:
+        """The smallest sub-mix of ``violating``'s mix that still violates one of its invariants, within the budget
+        left (the mix itself when nothing smaller did)."""
+        target = set(violating.violations)
+        best = [violating]
+
+        @seeded(self.seed)
+        @settings(max_examples=MAX_SHRINK_EXAMPLES, phases=[Phase.generate, Phase.shrink], **_QUIET)
+        @given(submixes(violating.mix))
+        def smaller(mix: ChaosMix) -> None:
+            key = json.dumps(_without_seed(mix.to_data()), sort_keys=True)
+            if key not in self._seen and (self.spent() or (violating.mix.workloads and not mix.workloads)):
+                return  # out of budget; or restarts alone, which cannot break what a mix of workloads broke
+            if key not in self._seen:
+                self.shrink_runs += 1
+            outcome = self.attempt(mix)
+            if target & set(outcome.violations):
+                if _size(mix) < _size(best[0].mix):
+                    best[0] = outcome
+                raise _StillViolates
+
+        with contextlib.suppress(_StillViolates):
+            smaller()
+        return best[0]
+
+
+_QUIET: dict[str, Any] = {
+    "database": None,
+    "deadline": None,
+    "derandomize": False,
+    "suppress_health_check": list(HealthCheck),
+    "verbosity": Verbosity.quiet,
+    "report_multiple_bugs": False,
+}
+
+
+def _size(mix: ChaosMix) -> tuple[int, int, int]:
+    return len(mix.workloads), sum(w.pods for w in mix.workloads), len(mix.faults)
+
+
+def _without_seed(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in ("seed", "notes")}
+
+
+# ------------------------------------------------------------------------------------------------ reproducer
+def reproducer(outcome: Outcome, *, seed: int, versions: dict[str, str], original: Outcome | None) -> dict[str, Any]:
+    """The reproducer of a violating outcome (module docstring); ``original``: the mix it was shrunk from."""
+    return {
+        "format": FORMAT,
+        "seed": seed,
+        "versions": versions,
+        "replay": "pytest suites -m chaos --chaos-replay=<this file> (with the run's cluster options)",
+        "violations": {name: v.explanation for name, v in outcome.violations.items()},
+        "violated_at_seconds": outcome.violated_at,
+        "mix": outcome.mix.to_data(),
+        "restarts": [t.describe() for t in outcome.restarts],
+        "timeline": outcome.excerpt,
+        "shrunk_from": None if original is None or original is outcome else {
+            "workloads": len(original.mix.workloads), "faults": len(original.mix.faults),
+            "describe": original.mix.describe(),
+        },
+    }  # fmt: skip
+
+
+def write_reproducer(data: dict[str, Any], directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"reproducer-{data['seed']}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, width=120))
+    return path
+
+
+def load_reproducer(path: Path) -> tuple[ChaosMix, dict[str, Any]]:
+    """The mix of a reproducer file and the file's data; a file that is not one is a usage error naming it."""
+    try:
+        data = yaml.safe_load(path.read_text())
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(
+                f"not a chaos reproducer (format {data.get('format') if isinstance(data, dict) else None!r}, expected {FORMAT})"
+            )
+        return ChaosMix.from_data(data["mix"]), data
+    except (OSError, yaml.YAMLError, ValueError, KeyError, TypeError) as bad:
+        raise errors.UsageError(f"--chaos-replay {path}: {bad}") from None

@@ -1,0 +1,119 @@
+"""The chaos run's search without a cluster: what the strategies draw, the search from a seed, shrinking a
+50-workload mix to what the violation needs, the budget, the reproducer file and the options."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.chaos_options import parse_duration
+from kai_conformance.suites.support.cases.chaos import ENDINGS, ChaosMix, ChaosQueue, ChaosWorkload, Fault
+from kai_conformance.suites.support.chaos_faults import DEFAULT_COMPONENTS, parse_components
+from kai_conformance.suites.support.chaos_mix import mixes
+from kai_conformance.suites.support.chaos_run import Outcome, renamed, steps
+from kai_conformance.suites.support.chaos_search import Campaign, load_reproducer, reproducer, write_reproducer
+from kai_conformance.suites.support.detectors.verdict import Verdict
+
+LAYOUT = GpuLayout(tuple(GpuNode(f"node-{i}", 4) for i in range(4)))
+COMPONENTS = ("scheduler", "binder", "podgrouper", "queuecontroller")
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(mixes(LAYOUT, COMPONENTS, horizon=60, max_workloads=10))
+def test_every_drawn_mix_fits_the_cluster_and_restarts_every_component(mix: ChaosMix) -> None:
+    assert {f.component for f in mix.faults} >= set(COMPONENTS)
+    assert all(0 <= f.at <= 60 for f in mix.faults) and len(mix.workloads) <= 10
+    roles = {q.role for q in mix.queues}
+    for w in mix.workloads:
+        assert w.pods * w.gpus <= LAYOUT.total and w.gpus in (1, 4) and w.queue in roles and w.ending in ENDINGS
+        assert w.gpus == 1 or w.pods <= 4
+        assert 0 <= w.arrive <= 30 and (w.resume_after is None or w.ending == "suspended")
+    assert ChaosMix.from_data(mix.to_data()) == mix
+
+
+def needle(mix: ChaosMix, attempt: int) -> Outcome:
+    """A simulated cluster whose KAI breaks a gang only for a whole-node gang of 3+ pods in a mix that restarts the
+    scheduler: what a violation needs is one workload of the mix."""
+    bad = any(w.pods >= 3 and w.gpus == 4 for w in mix.workloads) and any(
+        f.component == "scheduler" for f in mix.faults
+    )
+    return Outcome(mix, {"gang-never-partial": Verdict("gang-never-partial", not bad, "partial" if bad else "ok"),
+                         "queue-limit": Verdict("queue-limit", True, "ok")})  # fmt: skip
+
+
+def fifty() -> ChaosMix:
+    workloads = [ChaosWorkload(f"w{i:02d}", 1 + i % 2, 1, "q0", arrive=float(i % 30)) for i in range(50)]
+    workloads[37] = ChaosWorkload("w37", 3, 4, "q1", "build", arrive=12.0)
+    return ChaosMix((ChaosQueue("q0", 4), ChaosQueue("q1", 8)), tuple(workloads),
+                    (Fault("binder", 3), Fault("scheduler", 20)), LAYOUT.total, 99)  # fmt: skip
+
+
+def test_the_search_finds_a_violating_mix_from_the_seed_and_the_same_seed_draws_the_same_mixes() -> None:
+    first = Campaign(needle, seed=11, budget=60)
+    found = first.search(mixes(LAYOUT, COMPONENTS, max_workloads=20))
+    assert found is not None and found.violated
+    again = Campaign(needle, seed=11, budget=60)
+    assert again.search(mixes(LAYOUT, COMPONENTS, max_workloads=20)).mix == found.mix
+    assert [o.mix for o in again.outcomes] == [o.mix for o in first.outcomes]
+
+
+def test_shrinking_reduces_a_50_workload_mix_to_the_one_workload_the_violation_needs() -> None:
+    campaign = Campaign(needle, seed=5, budget=60)
+    original = campaign.attempt(fifty())
+    smallest = campaign.shrink(original)
+    assert [w.name for w in smallest.mix.workloads] == ["w37"]
+    assert [q.role for q in smallest.mix.queues] == ["q1"] and smallest.violated
+    assert campaign.shrink_runs >= 1 and len({len(o.mix.workloads) for o in campaign.outcomes}) > 2
+
+
+def test_the_budget_ends_search_and_shrink_and_no_mix_runs_twice() -> None:
+    ticks = iter(range(1000))
+    campaign = Campaign(needle, seed=3, budget=4, clock=lambda: float(next(ticks)))
+    assert campaign.search(mixes(LAYOUT, ("binder",))) is None, "no mix restarts the scheduler: nothing violates"
+    assert 1 <= len(campaign.outcomes) <= 4
+    calls: list[ChaosMix] = []
+    counting = Campaign(lambda m, a: calls.append(m) or needle(m, a), seed=3, budget=60)
+    counting.attempt(fifty())
+    counting.attempt(fifty())
+    assert len(calls) == 1
+
+
+def test_a_reproducer_is_written_whole_and_read_back_and_a_bad_file_is_one_clear_error(tmp_path) -> None:
+    outcome = needle(fifty(), 1)
+    data = reproducer(outcome, seed=99, versions={"kai": "v0.17.0"}, original=None)
+    path = write_reproducer(data, tmp_path / "chaos")
+    mix, read = load_reproducer(path)
+    assert mix == outcome.mix and read["violations"] == {"gang-never-partial": "partial"} and read["seed"] == 99
+    (tmp_path / "bad.yaml").write_text("format: something-else\n")
+    with pytest.raises(errors.UsageError, match=r"--chaos-replay .*bad.yaml: not a chaos reproducer"):
+        load_reproducer(tmp_path / "bad.yaml")
+    data["mix"]["workloads"][0]["colour"] = "red"
+    (tmp_path / "unknown.yaml").write_text(__import__("yaml").safe_dump(data))
+    with pytest.raises(errors.UsageError, match="unknown field"):
+        load_reproducer(tmp_path / "unknown.yaml")
+
+
+def test_steps_run_in_time_order_under_the_attempts_own_names() -> None:
+    mix = ChaosMix((ChaosQueue("q0", 4),), (ChaosWorkload("w00", 1, 1, "q0", arrive=5, ending="suspended", after=5,
+                   resume_after=3), ChaosWorkload("w01", 1, 1, "q0", ending="deleted", after=10)),
+                   (Fault("scheduler", 10),), 16)  # fmt: skip
+    planned = [(t, what, getattr(w, "name", getattr(w, "component", ""))) for t, _, what, w in steps(renamed(mix, 2))]
+    assert planned == [(0.0, "arrive", "m2-w01"), (5.0, "arrive", "m2-w00"), (10.0, "suspend", "m2-w00"),
+                       (10.0, "delete", "m2-w01"), (10.0, "restart", "scheduler"), (13.0, "resume", "m2-w00")]  # fmt: skip
+    assert renamed(mix, 2).workloads[0].queue == "m2-q0"
+
+
+@given(st.sampled_from(["90s", "10m", "1h", "600", " 2.5m "]))
+def test_budgets_read_as_durations(text: str) -> None:
+    assert parse_duration(text) in (90, 600, 3600, 150)
+
+
+def test_bad_options_are_usage_errors_naming_the_fix() -> None:
+    with pytest.raises(errors.UsageError, match="positive duration such as 90s"):
+        parse_duration("ten minutes")
+    with pytest.raises(errors.UsageError, match=r"unknown component.*kubelet; known: scheduler"):
+        parse_components("scheduler,kubelet")
+    assert parse_components(None) == DEFAULT_COMPONENTS and parse_components("binder, binder") == ("binder",)

@@ -1,0 +1,147 @@
+"""The chaos area end to end on the simulated cluster: components run as Deployments whose deleted pods come back
+(tests/fakes/restarts.py), the suite's own runner restarts them by deleting their pods, and a simulated KAI that
+breaks an invariant only after a restart is caught by that invariant; a seeded run on a correct KAI holds every
+invariant and measures convergence; a broken one is found, shrunk, written as a reproducer and replayed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from kai_conformance.suites import test_chaos
+from kai_conformance.suites.support import chaos_run
+from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault, RandomMixes
+from kai_conformance.suites.support.chaos_faults import Restarter
+from kai_conformance.suites.support.chaos_run import MixRunner, Outcome
+from kai_conformance.suites.support.chaos_search import load_reproducer
+from tests.fakes.controllers import Faults
+from tests.fakes.simulation import SCHEDULER
+from tests.flows import Harness
+
+#: Mix times × 0.02 (a 20 s mix takes 0.4 s), settle grace 0.1 s; garbage collection may take 0.4 s.
+TIMEOUTS = TimeoutPolicy(scale=0.02, overrides={"gc": 20.0})
+DOWNTIME = 0.01
+SMALL = RandomMixes(horizon=16, max_workloads=5)
+
+
+def harness_for(flow, faults: Faults | None = None) -> Harness:
+    return flow(faults, background=True, timeouts=TIMEOUTS, restartable=DOWNTIME)
+
+
+def run_mix(harness: Harness, mix: ChaosMix) -> Outcome:
+    runner = MixRunner(harness.fake, harness.ctx, harness.workspace, TIMEOUTS, Restarter(harness.fake, TIMEOUTS),
+                       harness.ctx.layout)  # fmt: skip
+    return runner.run(mix, 1)
+
+
+def mix(*workloads: ChaosWorkload, faults: tuple[Fault, ...], quota: int = 8, limit: int = -1) -> ChaosMix:
+    return ChaosMix((ChaosQueue("q0", quota, limit),), workloads, faults, 12)
+
+
+def two(priority: str = "train", **kwargs) -> ChaosWorkload:
+    return ChaosWorkload("w00", 2, 1, "q0", priority, **kwargs)
+
+
+BROKEN_AFTER_A_RESTART = {
+    "gang-never-partial": (Faults(restart_breaks_gangs_of=2), mix(two(arrive=5), faults=(Fault("scheduler", 0),))),
+    "queue-limit": (Faults(restart_ignores_queue_limits=True),
+                    mix(two(arrive=5), faults=(Fault("scheduler", 0),), limit=1)),
+    "non-preemptible-never-evicted": (Faults(restart_evicts_non_preemptible=True),
+                                      mix(two("build"), faults=(Fault("scheduler", 5),), quota=4)),
+    "one-podgroup-per-trainjob": (Faults(restart_duplicates_podgroups=True),
+                                  mix(two(), faults=(Fault("podgrouper", 5),))),
+    "no-leftover-bindrequest": (Faults(restart_leaks_bindrequests=True),
+                                mix(two(arrive=5, ending="deleted", after=5), faults=(Fault("binder", 0),))),
+    "fitting-gangs-bound": (Faults(restart_stalls_scheduler=True), mix(two(arrive=5), faults=(Fault("scheduler", 0),))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("invariant", list(BROKEN_AFTER_A_RESTART))
+def test_each_invariant_fires_on_a_kai_that_breaks_it_after_a_restart(flow, fast_polling, invariant: str) -> None:
+    faults, broken = BROKEN_AFTER_A_RESTART[invariant]
+    outcome = run_mix(harness_for(flow, faults), broken)
+    assert invariant in outcome.violations, outcome.summary()
+    assert outcome.excerpt and any("restart" in line for line in outcome.excerpt)
+
+
+def test_the_same_mixes_on_a_kai_that_restarts_cleanly_hold_every_invariant(flow, fast_polling) -> None:
+    harness = harness_for(flow)
+    for invariant, (_, clean) in BROKEN_AFTER_A_RESTART.items():
+        outcome = run_mix(harness, clean)
+        assert not outcome.violated, f"{invariant}: {outcome.summary()}"
+        assert all(t.restart and t.restart.ready_at for t in outcome.restarts), outcome.restarts
+
+
+def chaos_settings(seed: int, budget: float, replay: Path | None = None) -> ChaosSettings:
+    return ChaosSettings(seed, True, budget, replay, None, False, None)
+
+
+def restarted_before_each_mix(monkeypatch: pytest.MonkeyPatch, harness: Harness) -> None:
+    """Each mix starts on a scheduler counted as restarted, and on nothing else restarted: the ``restart_*`` fault
+    of the scheduler acts on the mix's content alone, not on where its restarts fall against its arrivals (a few
+    milliseconds either way on a loaded machine), so the mix the search finds violates again when replayed."""
+    run = chaos_run.MixRunner.run
+    controllers = harness.controllers
+    assert controllers is not None
+
+    def restarted(self: MixRunner, mix: ChaosMix, attempt: int) -> Outcome:
+        controllers.forget_restarts()
+        controllers.mark_restarted(SCHEDULER)
+        return run(self, mix, attempt)
+
+    monkeypatch.setattr(chaos_run.MixRunner, "run", restarted)
+
+
+def run_case(harness: Harness, chaos: ChaosSettings, report_dir: Path) -> None:
+    stub = SimpleNamespace(report_dir=report_dir)
+    settings = SimpleNamespace(combination=harness.ctx.combination, kubernetes="1.34")
+    test_chaos.test_invariants_hold_while_components_restart(
+        SMALL, SimpleNamespace(node=SimpleNamespace(nodeid="suites/test_chaos.py::flow")), chaos, harness.ctx,
+        harness.fake, harness.workspace, harness.expect, TIMEOUTS, harness.record, stub, settings,
+    )  # fmt: skip
+
+
+def test_a_seeded_run_on_a_correct_kai_restarts_every_component_and_measures_convergence(
+    flow, fast_polling, tmp_path
+) -> None:
+    harness = harness_for(flow)
+    run_case(harness, chaos_settings(seed=4, budget=2.5), tmp_path)
+    record = harness.record.record
+    assert any("chaos seed 4 (given; again: --chaos-seed 4)" in note for note in record.notes)
+    assert {v.detector for v in record.verdicts} >= {"gang-never-partial", "queue-limit", "one-podgroup-per-trainjob",
+                                                     "no-leftover-bindrequest", "fitting-gangs-bound"}  # fmt: skip
+    assert all(v.ok for v in record.verdicts), record.verdicts
+    back = record.series["chaos: seconds until a restarted component was back"]
+    assert len(back) >= 4 and all(seconds >= DOWNTIME for _, seconds in back)
+    restarted = next(note for note in record.notes if "restarted and back:" in note)
+    assert "binder, podgrouper, queuecontroller, scheduler" in restarted
+
+
+def test_a_kai_broken_after_a_restart_is_found_shrunk_written_and_replayed(
+    flow, fast_polling, tmp_path, monkeypatch
+) -> None:
+    harness = harness_for(flow, Faults(restart_breaks_gangs_of=2))
+    restarted_before_each_mix(monkeypatch, harness)
+    # The broken scheduler never places a gang's last pod: the gang is seen partial, or (a pod of it already failed,
+    # so it is leaving) it waits whole while it fits.
+    with pytest.raises(
+        AssertionError, match=r"chaos invariant violated: (gang-never-partial|fitting-gangs-bound)"
+    ) as failure:
+        run_case(harness, chaos_settings(seed=2, budget=6), tmp_path)
+    path = tmp_path / "chaos" / "reproducer-2.yaml"
+    assert f"reproducer: {path}" in str(failure.value) and f"--chaos-replay={path}" in str(failure.value)
+    shrunk, data = load_reproducer(path)
+    broken = set(data["violations"])
+    assert data["seed"] == 2 and broken <= {"gang-never-partial", "fitting-gangs-bound"} and broken and data["timeline"]
+    assert any(w.pods >= 2 for w in shrunk.workloads) and len(shrunk.workloads) <= 2, shrunk.describe()
+    assert (tmp_path / "diagnostics").is_dir()
+
+    replayed = harness_for(flow, Faults(restart_breaks_gangs_of=2))
+    restarted_before_each_mix(monkeypatch, replayed)
+    with pytest.raises(AssertionError, match=r"chaos invariant violated: (gang-never-partial|fitting-gangs-bound)"):
+        run_case(replayed, chaos_settings(seed=2, budget=6, replay=path), tmp_path / "replay")
+    assert len([n for n in replayed.record.record.notes if n.startswith("mix ")]) >= 1
