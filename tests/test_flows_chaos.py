@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.chaos_options import ChaosSettings
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_chaos
@@ -145,3 +146,21 @@ def test_a_kai_broken_after_a_restart_is_found_shrunk_written_and_replayed(
     with pytest.raises(AssertionError, match=r"chaos invariant violated: (gang-never-partial|fitting-gangs-bound)"):
         run_case(replayed, chaos_settings(seed=2, budget=6, replay=path), tmp_path / "replay")
     assert len([n for n in replayed.record.record.notes if n.startswith("mix ")]) >= 1
+
+
+def test_a_webhook_a_restart_took_down_is_waited_out_not_failed_on(flow, fast_polling, monkeypatch) -> None:
+    """Seen on real kind: right after the queue-controller's restart its Queue webhook refused connections (500),
+    and the next mix's Queue failed the case. The mix's writes now retry while a webhook does not serve."""
+    harness = harness_for(flow)
+    refusals = iter([True, True, True])
+    apply = harness.fake.apply
+
+    def refusing(obj: dict, **options) -> dict:
+        if obj.get("kind") in ("Queue", "TrainJob") and next(refusals, False):
+            raise errors.ServerError(f"apply {obj['kind']}", 500, "InternalError",
+                                     'failed calling webhook "queue-validation.kai.scheduler": connection refused')  # fmt: skip
+        return apply(obj, **options)
+
+    monkeypatch.setattr(harness.fake, "apply", refusing)
+    outcome = run_mix(harness, mix(two(), faults=(Fault("queuecontroller", 0),)))
+    assert not outcome.violated and next(refusals, None) is None, outcome.summary()

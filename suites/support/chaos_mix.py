@@ -37,17 +37,21 @@ def mixes(
     *,
     horizon: int = 60,
     max_workloads: int = 10,
+    min_workloads: int = 2,
     seed: int | None = None,
 ) -> st.SearchStrategy[ChaosMix]:
-    """Mixes for a cluster of ``layout``'s GPUs: up to ``max_workloads`` TrainJobs arriving in the first half of
-    ``horizon`` seconds, endings within it, and a restart of each of ``components`` within it."""
+    """Mixes for a cluster of ``layout``'s GPUs: ``min_workloads`` to ``max_workloads`` TrainJobs arriving in the
+    first half of ``horizon`` seconds, endings within it, and a restart of each of ``components`` within it. At least
+    ``min_workloads``: Hypothesis tries the simplest mix first, and on a cluster a mix of restarts alone costs a
+    minute of the budget for nothing (shrinking draws from :func:`submixes`, which may drop every workload)."""
     total, width, wide_nodes = layout.total, whole_node(layout), whole_nodes(layout)
 
     @st.composite
     def draw(draw: st.DrawFn) -> ChaosMix:
         queues = tuple(draw(st.lists(queue(total), min_size=1, max_size=MAX_QUEUES)))
         queues = tuple(ChaosQueue(f"q{i}", q.quota, q.limit, q.weight) for i, q in enumerate(queues))
-        shapes = draw(st.lists(workload(queues, total, width, wide_nodes, horizon), max_size=max_workloads))
+        shapes = draw(st.lists(workload(queues, total, width, wide_nodes, horizon),
+                               min_size=min(min_workloads, max_workloads), max_size=max_workloads))  # fmt: skip
         workloads = tuple(ChaosWorkload(f"w{i:02d}", *shape) for i, shape in enumerate(shapes))
         order = draw(st.permutations(list(components)))
         moments = st.integers(0, horizon)

@@ -17,8 +17,10 @@ import contextlib
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures import errors, kinds, progress
@@ -36,6 +38,7 @@ from kai_conformance.suites.support.lifecycle import suspend
 from kai_conformance.suites.support.scale import idle_gpus
 from kai_conformance.suites.support.timing import settle
 
+T = TypeVar("T")
 #: Seconds of the timeline shown either side of a violation in a reproducer (scaled).
 EXCERPT_WINDOW = 30.0
 CONVERGED = "fitting-gangs-bound"
@@ -115,7 +118,8 @@ class MixRunner:
         progress.report(f"chaos mix {attempt}: {mix.describe()}")
         ledger = ChaosLedger(executed, self.quiet, self.timeouts("gc"))
         lock = threading.Lock()
-        queues = self.workspace.apply_all(executed.queue_manifests(self.ctx))
+        queues = [self._through_webhooks(f"apply Queue {q['metadata']['name']}", lambda q=q: self.workspace.apply(q))
+                  for q in executed.queue_manifests(self.ctx)]  # fmt: skip
         trainjobs: dict[str, dict] = {}
         restarts: list[tuple[Fault, float, Future[Restart]]] = []
         watchers = Watchers(self.kube, namespace=self.ctx.namespace)
@@ -183,21 +187,36 @@ class MixRunner:
     def _act(self, what: str, workload: ChaosWorkload, ledger: ChaosLedger, now: float,
              trainjobs: dict[str, dict]) -> None:  # fmt: skip
         namespace, name = self.ctx.namespace, workload.name
+        act = f"{what} TrainJob {name}"
         try:
             if what == "arrive":
                 ledger.submitted(name, now)
-                trainjobs[name] = self.workspace.apply(ledger.mix.trainjob(self.ctx, workload, self.timeouts.scale))
+                trainjob = ledger.mix.trainjob(self.ctx, workload, self.timeouts.scale)
+                trainjobs[name] = self._through_webhooks(act, lambda: self.workspace.apply(trainjob))
             elif what == "delete":
                 ledger.released(name, now, how="deleted by the suite")
-                self.kube.delete(kinds.TRAIN_JOB, name, namespace)
+                self._through_webhooks(act, lambda: self.kube.delete(kinds.TRAIN_JOB, name, namespace))
             elif what == "suspend":
                 ledger.released(name, now, how="suspended by the suite")
-                suspend(self.kube, namespace, name, True)
+                self._through_webhooks(act, lambda: suspend(self.kube, namespace, name, True))
             elif what == "resume":
                 ledger.resumed(name, now)
-                suspend(self.kube, namespace, name, False)
+                self._through_webhooks(act, lambda: suspend(self.kube, namespace, name, False))
         except (errors.NotFound, errors.Invalid, errors.Conflict, errors.Forbidden) as refused:
             ledger.note(now, name, f"{what} refused by the API server: {refused}")
+
+    def _through_webhooks(self, what: str, call: Callable[[], T]) -> T:
+        """``call``, retried while the API server answers that a webhook does not serve (5xx, refused): a restarted
+        component serves its webhook a moment after its pod is Ready (seen on real kind: the queue-controller serves
+        KAI's Queue validation), and the mix must not fail on what it restarted itself."""
+        done: list[T] = []
+
+        def attempt() -> Observation:
+            done[:] = [call()]
+            return Observation(True, f"{what}: done")
+
+        eventually(attempt, what=what, timeout=self.timeouts("webhook"), failure=errors.WaitTimeout)
+        return done[0]
 
     def _hold_until(self, moment: float, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers) -> None:
         """Judge the invariants until ``moment`` (the next step's): a violation ends the hold at once."""
