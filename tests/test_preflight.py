@@ -209,18 +209,21 @@ def test_pytest_suites_on_an_unreachable_existing_cluster(tmp_path: Path) -> Non
         ("scale", False),
         ("scale and not control", False),
         ("scale and (gang or not gang)", False),
+        ("chaos", False),
+        ("scale or chaos", False),
         (None, True),
+        ("chaos or gang", True),
         ("not slow", True),
         ("gang", True),
         ("scale or gang", True),
         ("not scale", True),
     ],
 )
-def test_fake_nodes_are_for_the_scale_area_alone(expression: str | None, refused: bool) -> None:
+def test_fake_nodes_are_for_the_scale_and_chaos_areas_alone(expression: str | None, refused: bool) -> None:
     problems = preflight.check_fake_nodes_selection(200, expression)
     assert bool(problems) is refused
     if refused:
         (problem,) = problems
-        assert "200 fake node(s)" in problem.what and "areas other than scale" in problem.what
+        assert "200 fake node(s)" in problem.what and "areas other than scale and chaos" in problem.what
         assert "-m scale" in problem.fix and "--fake-nodes 0" in problem.fix
     assert preflight.check_fake_nodes_selection(0, expression) == []

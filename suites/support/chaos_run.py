@@ -140,6 +140,8 @@ class MixRunner:
             if all(v.ok for v in verdicts.values()):
                 verdicts[CONVERGED] = self._converged(ledger, lock)
             timings = self._timings(ledger, lock, restarts)
+            with lock:
+                status = ledger.status()  # as the mix ended, before its removal
             self._remove(ledger, lock, watchers, trainjobs)
             with lock:
                 verdicts.update({k: v for k, v in ledger.guard_verdicts(time.time()).items() if not v.ok})
@@ -149,6 +151,7 @@ class MixRunner:
             for queue in reversed(queues):
                 self.workspace.delete(queue)
         outcome = self._outcome(mix, ledger, verdicts, timings, begin, time.monotonic() - started)
+        outcome.status = status
         progress.report(f"chaos mix {attempt}: {outcome.summary()}")
         return outcome
 
