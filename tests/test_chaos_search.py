@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,3 +119,13 @@ def test_bad_options_are_usage_errors_naming_the_fix() -> None:
     with pytest.raises(errors.UsageError, match=r"unknown component.*kubelet; known: scheduler"):
         parse_components("scheduler,kubelet")
     assert parse_components(None) == DEFAULT_COMPONENTS and parse_components("binder, binder") == ("binder",)
+
+
+def test_no_mix_starts_unless_the_longest_so_far_still_fits_the_budget_left() -> None:
+    now = [0.0]
+    campaign = Campaign(needle, seed=1, budget=100, clock=lambda: now[0])
+    campaign.outcomes.append(dataclasses.replace(needle(fifty(), 1), seconds=60.0))
+    now[0] = 39.0
+    assert not campaign.spent()
+    now[0] = 41.0
+    assert campaign.spent(), "a 60 s mix started at 41 s would end past the 100 s budget"
