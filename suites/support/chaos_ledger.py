@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from kai_conformance.suites.support.cases.chaos import ChaosMix
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.scale_ledger import DELETED, BurstLedger, GangState
+from kai_conformance.suites.support.scale_ledger import DELETED, BurstLedger, GangState, PodState
 from kai_conformance.suites.support.snapshot import (
     Obj,
     is_terminating,
@@ -183,7 +183,8 @@ class ChaosLedger(BurstLedger):
             if pod == name:
                 self.orphans.setdefault(uid, at)
 
-    def _journal_pod(self, gang, name, before, after, phase, event_type, node, at) -> None:
+    def _journal_pod(self, gang: str, name: str, before: PodState | None, after: PodState | None, phase: str | None,
+                     event_type: str, node: str | None, at: float) -> None:  # fmt: skip
         if before is None and after is not None:
             self.note(at, gang, f"pod {name} created")
         if after is not None and before is not None and after.bound and not before.bound:

@@ -118,8 +118,7 @@ class MixRunner:
         progress.report(f"chaos mix {attempt}: {mix.describe()}")
         ledger = ChaosLedger(executed, self.quiet, self.timeouts("gc"))
         lock = threading.Lock()
-        queues = [self._through_webhooks(f"apply Queue {q['metadata']['name']}", lambda q=q: self.workspace.apply(q))
-                  for q in executed.queue_manifests(self.ctx)]  # fmt: skip
+        queues = [self._applied(q) for q in executed.queue_manifests(self.ctx)]
         trainjobs: dict[str, dict] = {}
         restarts: list[tuple[Fault, float, Future[Restart]]] = []
         watchers = Watchers(self.kube, namespace=self.ctx.namespace)
@@ -207,6 +206,11 @@ class MixRunner:
                 self._through_webhooks(act, lambda: suspend(self.kube, namespace, name, False))
         except (errors.NotFound, errors.Invalid, errors.Conflict, errors.Forbidden) as refused:
             ledger.note(now, name, f"{what} refused by the API server: {refused}")
+
+    def _applied(self, obj: dict) -> dict:
+        return self._through_webhooks(
+            f"apply {obj['kind']} {obj['metadata']['name']}", lambda: self.workspace.apply(obj)
+        )
 
     def _through_webhooks(self, what: str, call: Callable[[], T]) -> T:
         """``call``, retried while the API server answers that a webhook does not serve (5xx, refused): a restarted
