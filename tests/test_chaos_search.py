@@ -108,6 +108,7 @@ def test_steps_run_in_time_order_under_the_attempts_own_names() -> None:
     assert renamed(mix, 2).workloads[0].queue == "m2-q0"
 
 
+@settings(database=None)
 @given(st.sampled_from(["90s", "10m", "1h", "600", " 2.5m "]))
 def test_budgets_read_as_durations(text: str) -> None:
     assert parse_duration(text) in (90, 600, 3600, 150)
