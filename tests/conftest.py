@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import gc
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -11,6 +19,93 @@ from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites.support import shipped_runtimes
 from tests import crd_schemas, flows, upstream
 from tests.fakes.kube import FakeKube
+
+#: The bytecode cache of the self-tests when the environment writes none (:func:`_cache_bytecode`).
+PYCACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kai-conformance" / "pycache"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _cache_bytecode()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every module is imported now, and lives as long as the process: out of the garbage collector's sight, a full
+    collection (one every few seconds of a run, and two at the end of each in-process pytest run) walks only what the
+    tests made, not the hundred thousand objects of the modules."""
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """mypy's API, run in process (test_api_views.py), thaws every frozen object at the end of its build: frozen
+    again at the end of the module that did it."""
+    module = getattr(item, "module", None)
+    if nextitem is not None and getattr(nextitem, "module", None) is not module and not gc.get_freeze_count():
+        gc.collect()
+        gc.freeze()
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``-n`` without ``--dist``: xdist's load scheduling, in chunks that end at a module's end (:class:`_WholeModules`)."""
+    from xdist.scheduler import LoadScheduling
+
+    if config.getvalue("dist") != "load" or not hasattr(LoadScheduling, "_send_tests"):
+        return None
+
+    class _WholeModules(LoadScheduling):
+        """Sends each worker whole modules: split between the workers, a module ran its module-scoped fixtures on both,
+        among them test_reports_run.py's suite run (three processes, 3 s of CPU) and test_cli.py's collections."""
+
+        @functools.cached_property
+        def _module(self) -> list[str]:
+            assert self.collection is not None  # sends begin once every worker has collected
+            return [nodeid.split("::", 1)[0] for nodeid in self.collection]
+
+        def _send_tests(self, node: object, num: int) -> None:
+            module = self._module
+            num = min(num, len(self.pending))
+            while 0 < num < len(self.pending) and module[self.pending[num]] == module[self.pending[num - 1]]:
+                num += 1
+            super()._send_tests(node, num)
+
+    return _WholeModules(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The bytecode of the modules the tests wrote into temporary directories is of no use to a later run."""
+    if sys.pycache_prefix == str(PYCACHE) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(PYCACHE / Path(tempfile.gettempdir()).resolve().relative_to("/"), ignore_errors=True)
+
+
+def _cache_bytecode() -> None:
+    """Where bytecode is not written (PYTHONDONTWRITEBYTECODE, ``python -B``), every process of the self-tests compiled
+    the repository's modules afresh: each xdist worker (3 s of its collection), and each ``pytest suites`` or
+    ``python -c`` subprocess a test starts (about 1 s apiece), a quarter of the self-tests' CPU time. It is written
+    outside the clone instead, in :data:`PYCACHE` (``PYTHONPYCACHEPREFIX``: the source tree gets no
+    ``__pycache__``), by this process and every one it starts (the xdist workers start after this hook). A prefix
+    the environment names already, with writing off, is left as it is."""
+    if not sys.dont_write_bytecode or os.environ.get("PYTHONPYCACHEPREFIX") or sys.pycache_prefix:
+        return
+    try:
+        PYCACHE.mkdir(parents=True, exist_ok=True)
+    except OSError:  # nowhere to write: compile as before
+        return
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = str(PYCACHE)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _loopback_answers_unbatched() -> Iterator[None]:
+    """The loopback API servers of the fakes (tests/fakes/apiserver.py) send an answer's headers and its body as two
+    writes; with Nagle's algorithm on, the body waited for the client's delayed ACK of the headers, ~20-40 ms a
+    request. TCP_NODELAY (``socketserver.StreamRequestHandler.disable_nagle_algorithm``) sends it at once: the same
+    bytes, in the same order, without the wait (the burst tests of test_interruption.py went from ~10 s to ~1 s)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BaseHTTPRequestHandler, "disable_nagle_algorithm", True)
+        yield
 
 
 @pytest.fixture

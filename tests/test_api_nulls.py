@@ -52,6 +52,7 @@ def test_pod_templates_and_events_come_without_their_null_timestamps(fake: FakeK
     assert all("eventTime" not in e for e in fake.events("ns"))
 
 
+@pytest.mark.usefixtures("fast_polling")
 def test_a_crd_read_before_it_is_established_is_waited_for_not_a_crash(fake: FakeKube) -> None:
     stack = SimulatedStack(fake, crd_establish_calls=3)
     fake.put(NEW_CRD)
@@ -59,6 +60,7 @@ def test_a_crd_read_before_it_is_established_is_waited_for_not_a_crash(fake: Fak
     assert stack.fake.get(kinds.CRD, NEW_CRD["metadata"]["name"])["status"]["conditions"][0]["type"] == "Established"
 
 
+@pytest.mark.usefixtures("fast_polling")
 def test_a_crd_never_established_ends_in_a_timeout_naming_it(fake: FakeKube) -> None:
     fake.put(NEW_CRD)
     with pytest.raises(errors.WaitTimeout, match="not yet Established: jobsets"):

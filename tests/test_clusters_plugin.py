@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _pytest.unraisableexception import gc_collect_iterations_key
 
 from kai_conformance.clusters import tools
 from kai_conformance.clusters.install.stack import install_stack
@@ -47,6 +48,12 @@ def test_alone(workspace):
 class Outcomes:
     def __init__(self) -> None:
         self.reports: dict[str, tuple[str, str]] = {}
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        # As pytester's in-process runs do: no garbage collection of this whole process at the end of the inner run
+        # (two full collections, a tenth of a second or more each), done only to report unraisable exceptions as
+        # warnings, which the inner runs here ignore (-W ignore).
+        config.stash[gc_collect_iterations_key] = 0
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or report.outcome != "passed":

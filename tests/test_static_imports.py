@@ -158,6 +158,17 @@ def sample() -> dict[str, list[Imported]]:
     return chosen
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _parsed_sources_dropped_after_the_module() -> Iterator[None]:
+    """The syntax trees parsed here (:func:`_tree`, and Jedi's parser cache: a few hundred thousand objects) go with
+    the module; kept for the rest of the process, every later garbage collection of its xdist worker walked them."""
+    yield
+    _tree.cache_clear()
+    import parso.cache
+
+    parso.cache.parser_cache.clear()
+
+
 @pytest.fixture(scope="module")
 def project() -> jedi.Project:
     """The clone as an editor opens it, with this interpreter's (the README's virtualenv's) environment."""

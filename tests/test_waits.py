@@ -218,6 +218,7 @@ def test_timeout_policy_scales_the_refusal_rule() -> None:
     assert TimeoutPolicy().refusals.minimum < TimeoutPolicy().hold
 
 
+@pytest.mark.usefixtures("fast_polling")  # the stalled round's one look is followed by a poll interval
 def test_a_removal_that_keeps_shrinking_outlasts_its_budget_and_a_stalled_one_fails() -> None:
     left = [5]
 

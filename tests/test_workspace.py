@@ -128,6 +128,7 @@ def test_keep_namespaces_keeps_a_failed_tests_objects_labelled(pytester: pytest.
     assert [q["metadata"]["name"] for q in fake.objects(kinds.QUEUE)] == ["q-fail"]
 
 
+@pytest.mark.usefixtures("fast_polling")
 def test_a_cleanup_that_cannot_finish_is_an_error_naming_what_is_stuck(
     pytester: pytest.Pytester, fake: FakeKube
 ) -> None:
@@ -138,6 +139,7 @@ def test_a_cleanup_that_cannot_finish_is_an_error_naming_what_is_stuck(
     assert fake.objects(kinds.NAMESPACE) == []  # the rest was still removed
 
 
+@pytest.mark.usefixtures("fast_polling")
 def test_the_jobs_of_a_namespace_are_gone_before_it_is_deleted(pytester: pytest.Pytester, fake: FakeKube) -> None:
     """Real kind: a namespace deleted while a Job still owned a Failed pod stayed Terminating, because the Job
     controller keeps the pod's tracking finalizer until a replacement exists and a terminating namespace takes none.
