@@ -7,6 +7,7 @@ work from a CI artifact as well as from a local directory.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -71,7 +72,10 @@ def base_environment() -> jinja2.Environment:
     return env
 
 
+@functools.cache
 def _environment() -> jinja2.Environment:
+    """One environment for every report: the template is compiled once (a twentieth of a second), and again only
+    when its file changes (Jinja's ``auto_reload`` checks the file's time on every use)."""
     env = base_environment()
     env.filters.update(duration=duration, flatten=flatten, gpu_topology=gpu_topology)
     env.globals.update(
