@@ -5,6 +5,7 @@ a failed gang, a gang completing pod by pod)."""
 from __future__ import annotations
 
 import copy
+import itertools
 
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload
 from kai_conformance.suites.support.chaos_ledger import LEFTOVER_BINDREQUEST, ONE_PODGROUP, ChaosLedger
@@ -20,13 +21,14 @@ class Mix:
         mix = ChaosMix((ChaosQueue("q", quota, 8),), tuple(workloads), (), 16)
         self.ledger = ChaosLedger(mix, GRACE, GC)
         self.pods: dict[str, dict] = {}
+        self.uids = itertools.count()
 
     def create(self, gang: str, at: float) -> None:
         workload = self.ledger.mix.workload(gang)
         self.ledger.submitted(gang, at)
         for index in range(workload.pods):
             pod = builders.pod(f"{gang}-{index}", workload=gang, gpus=workload.gpus)
-            pod["metadata"]["uid"] = f"{gang}-{index}-{len(self.pods)}"
+            pod["metadata"]["uid"] = f"{gang}-{index}-{next(self.uids)}"
             self.pods[f"{gang}-{index}"] = pod
             self.ledger.pod("ADDED", copy.deepcopy(pod), at)
         self.ledger.podgroup("ADDED", builders.podgroup(builders.jobset(name=gang)), at)
@@ -113,6 +115,23 @@ def test_the_suite_deleting_or_suspending_and_a_jobset_restart_are_not_evictions
     evicted.delete("w0-0", 6)
     evicted.delete("w0-1", 6)
     assert not evicted.verdicts(7)["non-preemptible-never-evicted"]
+
+
+def test_after_a_jobset_restart_kai_evicting_the_new_pods_of_a_non_preemptible_gang_fires() -> None:
+    mix = Mix(gang(priority="build"))
+    mix.create("w0", 0)
+    mix.bind("w0-0", 1)
+    mix.bind("w0-1", 1)
+    mix.end("w0-0", "Failed", 5)
+    mix.delete("w0-0", 6)
+    mix.delete("w0-1", 6)  # the JobSet restarts the gang: not an eviction
+    assert mix.verdicts(7)["non-preemptible-never-evicted"]
+    mix.create("w0", 8)  # the next attempt's pods (new uids)
+    mix.bind("w0-0", 9)
+    mix.bind("w0-1", 9)
+    mix.delete("w0-1", 12)
+    verdict = mix.ledger.guard_verdicts(13)["non-preemptible-never-evicted"]
+    assert not verdict.ok and "w0" in verdict.explanation
 
 
 def test_two_podgroups_for_one_trainjob_fire_at_once_and_a_replaced_one_does_not() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.suite_stack import queue, stack_manifests, unlimited_resources
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import prepare
 from kai_conformance.suites.support import chaos_faults
@@ -210,6 +210,25 @@ def test_a_component_that_is_down_does_nothing_and_catches_up_once_back(componen
     assert stage(cluster) == stops_at
     cluster.back()
     assert stage(cluster) == "done"
+
+
+@pytest.mark.parametrize(
+    ("component", "kind", "webhook"),
+    [("queuecontroller", "Queue", "queue-validation.kai.scheduler"),
+     ("trainer-controller-manager", "TrainJob", "validator.trainjob.trainer.kubeflow.org")],
+)  # fmt: skip
+def test_a_webhook_a_down_component_serves_refuses_writes_until_it_is_back(component: str, kind: str,
+                                                                           webhook: str) -> None:  # fmt: skip
+    cluster = Cluster()
+    obj = queue("q-down", resources=unlimited_resources()) if kind == "Queue" else train_job(
+        "down", num_nodes=1, gpus=1, queue=QUEUE)  # fmt: skip
+    obj = prepare(obj, RUN, "", NS if kind == "TrainJob" else "")
+    cluster.take_down(component)
+    with pytest.raises(errors.ServerError, match=f'failed calling webhook "{webhook}".*connection refused') as refused:
+        cluster.fake.apply(obj)
+    assert refused.value.transient, "the suite's waits retry it"
+    cluster.back()
+    assert cluster.fake.apply(obj)["kind"] == kind
 
 
 def test_a_restarted_scheduler_rebuilds_its_state_from_the_api_and_only_its_own() -> None:

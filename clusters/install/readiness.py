@@ -25,7 +25,8 @@ PROBE_NAME = "kai-conformance-readiness-probe"
 PROBE_NAMESPACE = "default"
 
 
-def _available(deployment: dict[str, Any] | None) -> tuple[bool, str]:
+def deployment_available(deployment: dict[str, Any] | None) -> tuple[bool, str]:
+    """Whether a Deployment has rolled out and is Available, and if not, why (for progress lines)."""
     if deployment is None:
         return False, "not created yet"
     meta, status = deployment["metadata"], deployment.get("status", {})
@@ -45,7 +46,7 @@ def wait_deployments(kube: KubeApi, refs: list[tuple[str, str]], timeouts: Timeo
     started = time.monotonic()
 
     def probe() -> Observation:
-        states = {f"{ns}/{name}": _available(kube.find(kinds.DEPLOYMENT, name, ns)) for ns, name in refs}
+        states = {f"{ns}/{name}": deployment_available(kube.find(kinds.DEPLOYMENT, name, ns)) for ns, name in refs}
         pending = [f"{ref} {why}" for ref, (ok, why) in states.items() if not ok]
         return Observation(not pending, "; ".join(pending) or "all Available")
 

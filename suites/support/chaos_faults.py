@@ -17,12 +17,13 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+from kai_conformance.clusters.install.readiness import deployment_available
 from kai_conformance.fixtures import errors, kinds
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.suites.support.components import Component as ChainComponent
 from kai_conformance.suites.support.components import deployments_of
-from kai_conformance.suites.support.snapshot import Obj, name_of, uid_of
+from kai_conformance.suites.support.snapshot import Obj, condition, is_terminating, name_of, uid_of
 
 #: Components a chaos run may restart, by the name ``--chaos-components`` takes → the image names their Deployments
 #: run (KAI's operator names its operand images so: deployments/kai-scheduler/values.yaml).
@@ -124,9 +125,9 @@ class Restarter:
                 namespace = deployment["metadata"]["namespace"]
                 pods = self.kube.list(kinds.POD, namespace, labels=selector(deployment))
                 fresh = [p for p in pods if uid_of(p) not in old and ready(p)]
-                current = self.kube.find(kinds.DEPLOYMENT, name_of(deployment), namespace) or {}
-                if not fresh or not available(current):
-                    waiting.append(f"{namespace}/{name_of(deployment)} ({len(fresh)} new Ready pod(s))")
+                up, why = deployment_available(self.kube.find(kinds.DEPLOYMENT, name_of(deployment), namespace))
+                if not fresh or not up:
+                    waiting.append(f"{namespace}/{name_of(deployment)} ({len(fresh)} new Ready pod(s); {why})")
             return Observation(not waiting, "back" if not waiting else "waiting for " + ", ".join(waiting))
 
         eventually(back, what=f"{restart.component} back after its restart", timeout=self.timeouts("ready"),
@@ -143,12 +144,4 @@ def selector(deployment: Obj) -> dict[str, str]:
 
 
 def ready(pod: Obj) -> bool:
-    status = pod.get("status") or {}
-    return pod["metadata"].get("deletionTimestamp") is None and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
-
-
-def available(deployment: Obj) -> bool:
-    conditions = (deployment.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+    return not is_terminating(pod) and (condition(pod, "Ready") or {}).get("status") == "True"

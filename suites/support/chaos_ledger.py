@@ -53,7 +53,9 @@ class WorkloadState:
     suspended: bool = False
     finished: str = ""  # the TrainJob's Complete or Failed condition, once True
     exists: bool = False
-    failed_pod: bool = False  # a pod ended Failed: its JobSet restarts or fails the gang
+    #: The pods the gang had when one of them ended Failed: its JobSet restarts (deletes them) or fails the gang.
+    #: Their going is not an eviction; the pods of the next attempt are judged again.
+    failed_round: set[str] = field(default_factory=set)
     podgroups: set[str] = field(default_factory=set)
 
 
@@ -142,7 +144,7 @@ class ChaosLedger(BurstLedger):
         self.names[uid] = name
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Failed":
-            self.state[gang].failed_pod = True
+            self.state[gang].failed_round |= {u for u, p in self.pods.items() if p.gang == gang} | {uid}
         if event_type == DELETED:
             self.live_pods.pop(name, None)
             self.gone_pods.add(name)
@@ -197,9 +199,9 @@ class ChaosLedger(BurstLedger):
             self.note(at, gang, f"pod {name} gone")
 
     # ------------------------------------------------------------------------------------------------ hooks
-    def _removal_expected(self, gang: GangState) -> bool:
+    def _removal_expected(self, gang: GangState, uid: str) -> bool:
         state = self.state[gang.plan.name]
-        return state.released or state.failed_pod or bool(state.finished)
+        return state.released or uid in state.failed_round or bool(state.finished)
 
     def _placement_changed(self, gang: GangState, at: float) -> None:
         leaving = any(p.gang == gang.plan.name and not p.live for p in self.pods.values())

@@ -83,6 +83,7 @@ def report_violation(record: CaseRecorder, settings: Settings, campaign: Campaig
     return (
         f"[{expect.kai.name}] chaos invariant violated: {broken}\n"
         f"smallest mix{smaller}: {shrunk.mix.describe()}\n"
-        f"reproducer: {paths[0]}\n"
+        + (f"{shrunk.diagnosis}\n" if shrunk.diagnosis else "")
+        + f"reproducer: {paths[0]}\n"
         f"replay: pytest suites -m chaos --chaos-replay={paths[0]} (with this run's cluster options)"
     )

@@ -35,6 +35,7 @@ from kai_conformance.suites.support.chaos_ledger import ChaosLedger
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.lifecycle import suspend
+from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.scale import idle_gpus
 from kai_conformance.suites.support.timing import settle
 
@@ -69,6 +70,9 @@ class Outcome:
     seconds: float = 0.0
     #: The seconds into the mix of its first violation.
     violated_at: float | None = None
+    #: On a violation, the chain diagnosis of the gangs it names, read before the mix was removed: which link of
+    #: TrainJob → … → bound pods broke, and which component should have made it.
+    diagnosis: str = ""
 
     @property
     def violations(self) -> dict[str, Verdict]:
@@ -141,6 +145,7 @@ class MixRunner:
             timings = self._timings(ledger, lock, restarts)
             with lock:
                 status = ledger.status()  # as the mix ended, before its removal
+            diagnosis = self._diagnosis(ledger, lock, verdicts)
             self._remove(ledger, lock, watchers, trainjobs)
             with lock:
                 verdicts.update({k: v for k, v in ledger.guard_verdicts(time.time()).items() if not v.ok})
@@ -150,7 +155,7 @@ class MixRunner:
             for queue in reversed(queues):
                 self.workspace.delete(queue)
         outcome = self._outcome(mix, ledger, verdicts, timings, begin, time.monotonic() - started)
-        outcome.status = status
+        outcome.status, outcome.diagnosis = status, diagnosis
         progress.report(f"chaos mix {attempt}: {outcome.summary()}")
         return outcome
 
@@ -206,6 +211,18 @@ class MixRunner:
                 self._through_webhooks(act, lambda: suspend(self.kube, namespace, name, False))
         except (errors.NotFound, errors.Invalid, errors.Conflict, errors.Forbidden) as refused:
             ledger.note(now, name, f"{what} refused by the API server: {refused}")
+
+    def _diagnosis(self, ledger: ChaosLedger, lock: threading.Lock, verdicts: dict[str, Verdict]) -> str:
+        """The chain diagnosis of the gangs a violation names (the scale area's, :func:`suites.support.scale.
+        diagnosed`), while their objects still exist; empty when nothing is violated or no gang is named."""
+        broken = [v for v in verdicts.values() if not v.ok]
+        with lock:
+            about = [(name, gang.plan.pods) for name, gang in ledger.gangs.items()
+                     if any(name in v.explanation for v in broken)]  # fmt: skip
+        if not about:
+            return ""
+        explained = Observer(self.kube, self.ctx.namespace).explain(AssertionError("chain diagnosis"), about)
+        return str(explained).removeprefix("chain diagnosis").strip()
 
     def _applied(self, obj: dict) -> dict:
         return self._through_webhooks(

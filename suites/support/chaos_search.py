@@ -159,6 +159,7 @@ def reproducer(outcome: Outcome, *, seed: int, versions: dict[str, str], origina
         "mix": outcome.mix.to_data(),
         "restarts": [t.describe() for t in outcome.restarts],
         "timeline": outcome.excerpt,
+        "diagnosis": outcome.diagnosis,
         "shrunk_from": None if original is None or original is outcome else {
             "workloads": len(original.mix.workloads), "faults": len(original.mix.faults),
             "describe": original.mix.describe(),

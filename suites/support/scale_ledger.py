@@ -147,7 +147,7 @@ class BurstLedger:
         if was_bound != after.bound:
             self._bound_changed(gang, after, at, now=after.bound)
             deleted = after.gone or is_terminating(pod)
-            if was_bound and deleted and not after.evicted and not self._removal_expected(gang):
+            if was_bound and deleted and not after.evicted and not self._removal_expected(gang, uid):
                 # deleted while bound, and not by the suite or the workload's own controllers: KAI evicted it
                 after.evicted = True
                 gang.times.evicted_pods += 1
@@ -186,8 +186,8 @@ class BurstLedger:
         """Judge the gang's placement after a change (the chaos ledger also counts pods being bound)."""
         self.partial.update(gang.plan.name, gang.bound, gang.plan.pods, at)
 
-    def _removal_expected(self, gang: GangState) -> bool:
-        """Whether a bound pod of ``gang`` going away now is not an eviction (a burst's pods are never removed by
+    def _removal_expected(self, gang: GangState, uid: str) -> bool:
+        """Whether the bound pod ``uid`` of ``gang`` going away now is not an eviction (a burst's pods are never removed by
         the suite, so every removal of a bound pod is KAI's)."""
         return False
 

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures import errors, kinds
 from kai_conformance.suites.support.snapshot import is_terminating, uid_of
 from tests.builders import deployment
 from tests.fakes.binder import Binder
@@ -46,6 +46,16 @@ KAI_COMPONENTS = {**KAI_OPERANDS, "queue-controller": QUEUE_CONTROLLER, "podgrou
 JOBSET_DEPLOYMENT = ("jobset-controller-manager", "jobset-system", "registry.k8s.io/jobset/jobset:v0.12.0")
 TRAINER_DEPLOYMENT = ("kubeflow-trainer-controller-manager", "kubeflow-system",
                       "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0")  # fmt: skip
+#: Kind → (component, validating webhook, its Service) for the webhooks a restarted component serves itself, all
+#: ``failurePolicy: Fail``: KAI's queue-controller serves ``queue-validation.kai.scheduler`` (the real-kind chaos run
+#: of 2026-11-24 met it refusing: docs/clusters.md), Trainer's manager ``validator.trainjob.trainer.kubeflow.org``
+#: (../shared/reference/trainer-jobset.md, "Webhooks"), JobSet's manager ``mjobset.kb.io`` (same, JobSet install).
+WEBHOOKS = {
+    "Queue": (QUEUE_CONTROLLER, "queue-validation.kai.scheduler", "queue-controller.kai-scheduler.svc"),
+    "TrainJob": (TRAINER_CONTROLLER, "validator.trainjob.trainer.kubeflow.org",
+                 "kubeflow-trainer-controller-manager.kubeflow-system.svc"),
+    "JobSet": (JOBSET_CONTROLLER, "mjobset.kb.io", "jobset-webhook-service.jobset-system.svc"),
+}  # fmt: skip
 #: Seconds a deleted component stays down before its replacement is Ready, unless ``restartable`` is told otherwise.
 DEFAULT_DOWNTIME = 0.05
 
@@ -113,6 +123,7 @@ class Restarts(Binder, KaiLifecycle):
 
     # ------------------------------------------------------------------------------------------- lifecycle
     def _publish_components(self, downtime: float) -> None:
+        self.fake.admission.append(self._webhooks_of_components)
         with self.fake.lock:
             self.downtime = downtime
             for spec in stack_deployments(self.kai_version):
@@ -120,6 +131,21 @@ class Restarts(Binder, KaiLifecycle):
                                          namespace=spec.namespace))  # fmt: skip
                 pod = self.fake.put(self._component_pod(spec, ready=True))
                 self._components[spec.component] = ComponentState(spec, pod["metadata"]["name"], uid_of(pod))
+
+    def _webhooks_of_components(self, operation: str, obj: Obj, dry_run: bool) -> None:
+        """The validating webhooks a component serves itself refuse every write while it is down, as the API server
+        answers when the webhook's Service has no ready endpoint (``failurePolicy: Fail``): seen on real kind for
+        KAI's Queue webhook right after the queue-controller's restart."""
+        served = WEBHOOKS.get(obj.get("kind", ""))
+        if served is None or self.component_up(served[0]):
+            return
+        component, webhook, service = served
+        del component  # named for the reader: whose webhook it is
+        raise errors.ServerError(
+            f"{operation} {obj['kind']} {obj['metadata'].get('name')}", 500, "InternalError",
+            f'Internal error occurred: failed calling webhook "{webhook}": failed to call webhook: Post '
+            f'"https://{service}:443/validate": dial tcp: connect: connection refused',
+        )  # fmt: skip
 
     def _components_round(self) -> bool:
         """Notice the component pods that were deleted; bring back those whose downtime is over."""
