@@ -348,3 +348,19 @@ def test_the_suites_restarter_restarts_every_component_in_the_background(fast_po
     finally:
         stop()
     assert fake.objects(kinds.POD) == [], "stopping the controllers takes the component pods away"
+
+
+def test_a_restart_command_wins_over_stand_in_deployments(tmp_path) -> None:
+    """Controllers run as host processes keep stand-in Deployments for the stack check: the command restarts them,
+    the stand-ins' pods are left alone."""
+    fake = FakeKube()
+    for obj in stack_manifests(IMAGE):
+        fake.apply(prepare(obj, RUN, "", ""))
+    log = tmp_path / "restarted"
+    restarter = chaos_faults.Restarter(fake, TimeoutPolicy(scale=0.01), f"sh -c 'echo {{component}} >> {log}'")
+    assert restarter.available(("scheduler",)) == {"scheduler": f"by command: sh -c 'echo {{component}} >> {log}'"}
+    restart = restarter.restart("scheduler")
+    assert restart.error == "" and restart.replaced == [] and restart.ready_at is not None
+    assert log.read_text() == "scheduler\n"
+    failing = chaos_faults.Restarter(fake, TimeoutPolicy(scale=0.01), "false").restart("binder")
+    assert failing.ready_at is None and "exit status 1" in failing.error

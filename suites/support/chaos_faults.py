@@ -7,7 +7,9 @@ them) and waits until every Deployment is Available again with a Ready pod that 
 
 Components that do not run as Deployments (the real controllers as host processes beside kwok nodes, a managed
 control plane) restart through ``--chaos-restart-command``: a command the run calls with the component's name
-(``{component}`` in it is replaced), which returns once the component is back.
+(``{component}`` in it is replaced), which returns once the component is back. When given, the command is used for
+every component, Deployment or not: a stack whose controllers run elsewhere may keep stand-in Deployments for the
+suite's stack check, and deleting their pods would restart nothing.
 """
 
 from __future__ import annotations
@@ -87,10 +89,10 @@ class Restarter:
         found = {}
         for name in components:
             deployments = self.deployments(name)
-            if deployments:
-                found[name] = ", ".join(f"{d['metadata'].get('namespace')}/{name_of(d)}" for d in deployments)
-            elif self.command:
+            if self.command:
                 found[name] = f"by command: {self.command}"
+            elif deployments:
+                found[name] = ", ".join(f"{d['metadata'].get('namespace')}/{name_of(d)}" for d in deployments)
         return found
 
     def restart(self, component: str) -> Restart:
@@ -99,11 +101,11 @@ class Restarter:
         restart = Restart(component, time.time())
         deployments = self.deployments(component)
         try:
-            if deployments:
-                self._delete_pods(deployments, restart)
-            elif self.command:
+            if self.command:
                 self._run_command(component)
                 restart.ready_at = time.time()
+            elif deployments:
+                self._delete_pods(deployments, restart)
             else:
                 raise errors.UsageError(f"no Deployment runs {component} and no --chaos-restart-command is given")
         except (errors.WaitTimeout, AssertionError, subprocess.SubprocessError) as failure:
