@@ -26,6 +26,7 @@ from kai_conformance.fixtures.scheduling import (
     gpu_lease,
     pods_of_earlier_cases,
     refusal,
+    seat_order,
     wait_for_drained_cluster,
 )
 from kai_conformance.fixtures.waits import TimeoutPolicy
@@ -431,3 +432,46 @@ def test_the_drain_waits_on_while_earlier_pods_keep_leaving_and_fails_once_they_
     )
     with pytest.raises(errors.WaitTimeout, match="kc-burst/stuck"):
         wait_for_drained_cluster(fake, RUN_ID, EXPIRING, "serial case")
+
+
+# ------------------------------------------------------------------------------------------------ seat order
+class _Item:
+    def __init__(self, name: str, *markers: str) -> None:
+        self.name, self._markers = name, [SimpleNamespace(name=m) for m in markers]
+
+    def iter_markers(self):
+        return iter(self._markers)
+
+
+def test_under_xdist_serial_cases_start_first_those_that_never_take_a_slice_before_the_others() -> None:
+    items = [
+        _Item("gang-fits", "gang"),
+        _Item("consolidation", "consolidation", "serial", "disruptive"),
+        _Item("labels", "labels"),
+        _Item("default-scheduler-control", "gang", "control", "serial", "shared_workers"),
+        _Item("fairness", "fairness", "serial"),
+        _Item("evicts", "preemption", "disruptive"),
+        _Item("sharing", "sharing", "serial", "shared_workers"),
+    ]
+    ordered = [i.name for i in seat_order(items)]  # type: ignore[arg-type]
+    assert ordered == [
+        "default-scheduler-control", "sharing",
+        "consolidation", "fairness", "evicts",
+        "gang-fits", "labels",
+    ]  # fmt: skip
+
+
+def test_seat_order_applies_in_xdist_workers_of_a_suite_run_only(monkeypatch) -> None:
+    from kai_conformance.fixtures import plugin, scheduling
+
+    items = [_Item("ordinary"), _Item("serial", "serial")]
+    monkeypatch.setattr(plugin, "in_suite_mode", lambda config: True)
+    for config, expected in ((SimpleNamespace(), ["ordinary", "serial"]),
+                             (SimpleNamespace(workerinput={}), ["serial", "ordinary"])):  # fmt: skip
+        run = list(items)
+        scheduling.pytest_collection_modifyitems(config, run)  # type: ignore[arg-type]
+        assert [i.name for i in run] == expected
+    monkeypatch.setattr(plugin, "in_suite_mode", lambda config: False)
+    run = list(items)
+    scheduling.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), run)  # type: ignore[arg-type]
+    assert [i.name for i in run] == ["ordinary", "serial"], "the self-tests' own order is left alone"
