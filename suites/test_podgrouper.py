@@ -16,10 +16,20 @@ KAI maps a TrainJob to its skip-top-owner grouper, which groups by the TrainJob'
 * RBAC: the podgrouper's service account may get, list and watch TrainJobs and JobSets (SubjectAccessReview).
 * Known upstream gap: a runtime using JobSet ``dependsOn`` stays unscheduled under the versions the expectation
   table names (KAI issue #1209): a strict xfail, so the suite reports when upstream fixes it.
+* SubGroup floors (v0.16+; flat PodGroups have none, the case skips): no pod of a leaf SubGroup is bound while
+  fewer than its ``minMember`` are, judged on every observation of the hold (``subgroup-floor``: below its floor
+  for longer than a bind takes). The case: a runtime replicatedJob ``aux`` of 2 pods whose template annotation
+  ``kai.scheduler/batch-min-member: "3"`` sets its leaf's floor above its pods, beside the trainer ``node``, under
+  a TrainJob whose ``kai.scheduler/batch-min-member: "1"`` caps the root ``minSubGroup`` at 1: ``node`` is ready, so
+  the PodGroup is, and ``aux``, first by name, must get none of its pods bound. A strict xfail on the releases the
+  KAI row names (KAI PR #2096: a PodSet below its floor is handed the pods it has; up to v0.17.0 and on v0.16), so
+  the suite reports the release that has the fix.
 * Control: a plain ``batch/v1`` Job asking for kai-scheduler beside a suspended TrainJob: KAI's Job grouper gives
   the namespace's only PodGroup to the Job (``pg-<job>-<job uid>``, ``minMember`` 1, no SubGroups), and the
   ownership and shape detectors, judging it as the TrainJob's, fire naming the Job: proof that on this cluster
-  they read the PodGroup's ownerReferences and spec.
+  they read the PodGroup's ownerReferences and spec. A second control holds an elastic SubGroup (2 pods, floor 1)
+  at one bound pod by its queue's GPU limit: judged as if its floor were 2, ``subgroup-floor`` fires, and it holds
+  for the real floor on the same observations (v0.16+).
 """
 
 from __future__ import annotations
@@ -31,9 +41,16 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.cases.contract import param, require_gpus
+from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
 from kai_conformance.suites.support.cases.control import JobPodGroupCase
-from kai_conformance.suites.support.cases.podgrouper import AUX_JOB, LAUNCHER_JOB, PodGroupCase
+from kai_conformance.suites.support.cases.podgrouper import (
+    AUX_JOB,
+    LAUNCHER_JOB,
+    FloorHeldByLimitCase,
+    PodGroupCase,
+    PodSetFloorCase,
+)
+from kai_conformance.suites.support.detectors.gang import SubGroupFloorWatch
 from kai_conformance.suites.support.detectors.podgrouper import (
     access_granted,
     collected,
@@ -45,10 +62,11 @@ from kai_conformance.suites.support.detectors.podgrouper import (
     top_owner_is_jobset,
 )
 from kai_conformance.suites.support.detectors.queues import podgroup_priority_class, podgroup_queue
-from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
-from kai_conformance.suites.support.expectations import PODGROUPER_USER, Expectations
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
+from kai_conformance.suites.support.expectations import PODGROUPER_USER, Expectations, PodGroupShape
 from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, uid_of
+from kai_conformance.suites.support.timing import settle
 
 pytestmark = pytest.mark.podgrouper
 
@@ -61,6 +79,8 @@ READ_VERBS = ("get", "list", "watch")
 OWNERS_READ = [("trainer.kubeflow.org", "trainjobs"), ("jobset.x-k8s.io", "jobsets")]
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 CONTROL = [JobPodGroupCase()]
+FLOORS = [PodSetFloorCase()]
+FLOOR_CONTROL = [FloorHeldByLimitCase()]
 
 
 @pytest.mark.parametrize("case", [param(c) for c in OWNERSHIP])
@@ -212,6 +232,97 @@ def test_a_depends_on_runtime_is_scheduled(
         timeout=timeouts("schedule"),
     )
     record.verdict(everything)
+
+
+@pytest.mark.parametrize("case", [param(c) for c in FLOORS])
+def test_no_subgroup_is_bound_below_its_floor(
+    case: PodSetFloorCase,
+    request: pytest.FixtureRequest,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """``aux`` (2 pods, floor 3) beside a ready ``node`` under a root minSubGroup of 1: no pod of a SubGroup is bound
+    while fewer than its floor are (KAI PR #2096), on any observation of the hold."""
+    require_subgroups(expect)
+    gap = expect.kai.podset_floor_gap(ctx.combination.kai.version)
+    if gap:
+        request.applymarker(pytest.mark.xfail(reason=f"{expect.kai.name}: {gap}", raises=AssertionError, strict=True))
+    require_gpus(ctx.layout, case.gpus)
+    workspace.apply_all(case.manifests(ctx))
+    job = observer.workload(case.workload, case.total_pods)
+    job.visible(timeouts("schedule"))
+    # Without these floors on the PodGroup the hold below would prove nothing.
+    expected = expect.kai.podgroup_spec(case.floors, min_member=case.root_cap)
+    _, shaped = job.until(
+        lambda s: podgroup_shape(s, expected, expect.describe()),
+        what=f"[{expect.kai.name}] PodGroup of {case.workload} with root minSubGroup {case.root_cap} and "
+        f"{AUX_JOB}'s floor {case.aux_floor}",
+        timeout=timeouts("api"),
+    )
+    record.verdict(shaped)
+    # The full hold, not one ended on KAI's refusals: a KAI with the bug binds aux at once, and the watch needs its
+    # grace past that to tell a SubGroup left below its floor from one being bound pod by pod.
+    watch = SubGroupFloorWatch(settle(timeouts))
+    _, held = job.holds(
+        watch.observe,
+        what=f"[{expect.kai.name}] no SubGroup of {case.workload} bound below its floor",
+        hold=timeouts.hold,
+    )
+    record.verdict(held)
+
+
+@pytest.mark.control
+@pytest.mark.parametrize("case", [param(c) for c in FLOOR_CONTROL])
+def test_control_the_subgroup_floor_detector_fires_on_a_subgroup_judged_against_a_higher_floor(
+    case: FloorHeldByLimitCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+) -> None:
+    """KAI binds an elastic SubGroup's floor up to its queue's limit; judged as if every pod were its floor, the
+    SubGroup-floor detector fires once that lasts longer than a bind takes, and it holds for the real floor."""
+    require_subgroups(expect)
+    require_gpus(ctx.layout, case.floor)
+    leaf = expect.kai.subgroup_of("node") or "node-replica-0"
+    workspace.apply_all(case.manifests(ctx))
+    job = observer.workload(case.workload, case.pods, minimum=case.floor)
+    job.visible(timeouts("schedule"))
+    grace = settle(timeouts)
+    judged, own = SubGroupFloorWatch(grace, {leaf: case.pods}), SubGroupFloorWatch(grace)
+    seen: list[Verdict] = []
+
+    def judged_fires(snap: Snapshot) -> Verdict:
+        seen[:] = [judged.observe(snap)]
+        return fires(seen[0])
+
+    snap, _ = job.until(
+        judged_fires,
+        what=f"[{expect.kai.name}] {case.workload} held at {case.floor} of {case.pods} bound pods by its queue's "
+        f"limit for longer than {grace:.0f}s",
+        timeout=timeouts("schedule") + grace,
+        guard=job.narrow(own.observe),
+    )
+    record.verdict(seen[0], expect_violation=True)
+    assert not seen[0].ok, f"[{expect.kai.name}] the SubGroup-floor detector did not fire: {seen[0]}"
+    assert leaf in seen[0].explanation, f"[{expect.kai.name}] the detector fired without naming {leaf}: {seen[0]}"
+    kept = own.observe(snap)
+    record.verdict(kept)
+    assert kept.ok, f"[{expect.kai.name}] the SubGroup-floor detector fires on a SubGroup at its own floor: {kept}"
+
+
+def require_subgroups(expect: Expectations) -> None:
+    skip_unless(
+        expect.kai.podgroup_shape is PodGroupShape.SUBGROUPS,
+        f"[{expect.kai.name}] flat PodGroups: no SubGroup floor to judge (v0.16+ gives each replicatedJob's "
+        "replica a SubGroup with its own minMember)",
+    )
 
 
 @pytest.mark.control

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from kai_conformance.clusters.assumptions import release_key
 from kai_conformance.clusters.catalog import Combination
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
 
@@ -121,6 +122,10 @@ class KaiRow:
     #: Known upstream gap for runtimes using JobSet ``dependsOn``: the gang waits for pods that are not created yet.
     depends_on_gap: str | None
     notes: str = ""
+    #: Why the scheduler binds the pods of a SubGroup below its floor (KAI PR #2096), or None where it never does.
+    podset_below_floor_bound: str | None = None
+    #: The first patch release of the minor with PR #2096, or None where no release of it has the fix.
+    podset_floor_fixed_in: str | None = None
 
     @property
     def name(self) -> str:
@@ -136,6 +141,16 @@ class KaiRow:
     def gang_annotations(self, pods: int) -> dict[str, str]:
         """Annotations a TrainJob needs so that all ``pods`` form one gang (only v0.15 needs one)."""
         return {} if self.gang_by_default else {MIN_MEMBER_ANNOTATION: str(pods)}
+
+    def podset_floor_gap(self, version: str) -> str | None:
+        """The PR #2096 gap of ``version`` (a patch release of this minor), or None where it has the fix. A build that
+        is no release (``main``, a PR's) counts as newer than every release: both branches with a fixed release carry
+        the fix at their head (docs/research/upstream-facts.md §B10)."""
+        fixed = self.podset_floor_fixed_in
+        first, release = release_key(fixed) if fixed else None, release_key(version)
+        if self.podset_below_floor_bound is None or (first and (release is None or release >= first)):
+            return None
+        return self.podset_below_floor_bound + (f" (first fixed in {fixed} [inferred])" if fixed else "")
 
     def subgroup_of(self, replicated_job: str, job_index: int = 0) -> str | None:
         """The SubGroup a pod of ``replicated_job`` lands in (``<rjob>-replica-<i>``), or None for flat rows."""
@@ -202,21 +217,37 @@ _DEPENDS_ON_GAP = (
     "replicatedJob whose pods are only created later; the PodGroup stays NotReady and nothing is scheduled"
 )
 
+#: KAI PR #2096 (no issue; upstream-facts §B10): from v0.13.0 to v0.17.0 a PodSet below its floor is handed the
+#: tasks it has (``collectTasksFromPodSet``, ``allocation_info.go`` 116–123 at v0.15.3–v0.17.0; inside
+#: ``GetTasksToAllocate`` at v0.13.0 and v0.14.7). The allocate action's readiness guard counts the root's ready
+#: members only, so under a root ``minSubGroup`` below the number of SubGroups such a PodSet passes it, and while
+#: nothing is placed the gang phase takes the first SubGroups by name. Fixed on ``main`` (b1a4be07) and ``v0.17``
+#: (backport #2152, after v0.17.1: #2132); the backports to v0.9, v0.12, v0.14 failed, none to v0.16 was seen.
+_PODSET_BELOW_FLOOR = (
+    "KAI PR #2096: a PodSet below its floor (minAvailable) is still handed the tasks it has, and the allocate "
+    "action's readiness guard counts only the root's ready members, so under a root minSubGroup below the number "
+    "of SubGroups the pods of a SubGroup that cannot reach its floor are bound (then evicted as stale)"
+)
+
 KAI_ROWS: dict[str, KaiRow] = {
     row.minor: row
     for row in (
         KaiRow("v0.13", PodGroupShape.FLAT, FlatMinMember.SUM_OF_REPLICATED_JOBS, False,
                _DEPENDS_ON_GAP + " [inferred for flat PodGroups: minMember sums every replicatedJob]",
-               "first release grouping JobSet and TrainJob (PRs #784, #1020)"),
+               "first release grouping JobSet and TrainJob (PRs #784, #1020)", _PODSET_BELOW_FLOOR),
         KaiRow("v0.14", PodGroupShape.FLAT, FlatMinMember.SUM_OF_REPLICATED_JOBS, True,
                _DEPENDS_ON_GAP + " [inferred for flat PodGroups: minMember sums every replicatedJob]",
-               "LTS; from v0.14.1 honours kai.scheduler/batch-min-member on the JobSet (c586e27a)"),
+               "LTS; from v0.14.1 honours kai.scheduler/batch-min-member on the JobSet (c586e27a)",
+               _PODSET_BELOW_FLOOR),
         KaiRow("v0.15", PodGroupShape.FLAT, FlatMinMember.ONE, True, None,
-               "JobSet PodGroups default to minMember 1 (no gang) unless kai.scheduler/batch-min-member (EOL)"),
+               "JobSet PodGroups default to minMember 1 (no gang) unless kai.scheduler/batch-min-member (EOL)",
+               _PODSET_BELOW_FLOOR),
         KaiRow("v0.16", PodGroupShape.SUBGROUPS, None, True, _DEPENDS_ON_GAP,
-               "LTS; one PodGroup per JobSet with a SubGroup per replicatedJob and per replica (#1617)"),
+               "LTS; one PodGroup per JobSet with a SubGroup per replicatedJob and per replica (#1617)",
+               _PODSET_BELOW_FLOOR),  # no v0.16 backport of #2096 seen
         KaiRow("v0.17", PodGroupShape.SUBGROUPS, None, True, _DEPENDS_ON_GAP,
-               "clears UnschedulableOnNodePool once scheduled; stamps kai.scheduler/last-eviction-timestamp"),
+               "clears UnschedulableOnNodePool once scheduled; stamps kai.scheduler/last-eviction-timestamp",
+               _PODSET_BELOW_FLOOR, "v0.17.2"),
     )
 }  # fmt: skip
 

@@ -24,7 +24,12 @@ from kai_conformance.clusters.suite_stack import (
 )
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.expectations import PRIORITY_LABEL, QUEUE_LABEL, expectations_for
+from kai_conformance.suites.support.expectations import (
+    MIN_MEMBER_ANNOTATION,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    expectations_for,
+)
 
 #: ``spec.runtimePatches[].manager`` must be a domain-prefixed path (upstream-facts §A5).
 PATCH_MANAGER = "kai-conformance.io/suites"
@@ -190,4 +195,21 @@ def case_runtime(
         jobset_labels=(jobset or {}).get("labels"),
         jobset_annotations=(jobset or {}).get("annotations"),
         failure_policy=failure_policy,
+    )
+
+
+def floored_replicated_job(ctx: RenderContext, name: str, pods: int, floor: int) -> dict[str, Any]:
+    """A replicatedJob of the runtime's own (Trainer does not size it) of ``pods`` pods without GPUs, whose leaf
+    SubGroup ``<name>-replica-0`` must have ``floor`` pods bound before any is: ``kai.scheduler/batch-min-member`` on
+    its template's metadata, where the v0.16+ podgrouper reads a leaf's ``minMember`` and takes a value above
+    ``parallelism`` as it is, only logging it (``jobset_grouper.go`` ``singleReplicaSubGroupMinMember``, v0.16.8 =
+    v0.17.0; upstream-facts §B10). Trainer v2.3.0 passes the runtime's replicatedJob templates to the JobSet with
+    their metadata [inferred: the ``trainjob-ancestor-step`` label travels the same way]."""
+    return replicated_job(
+        name,
+        ctx.workload_image,
+        ancestor=None,
+        container=name,
+        parallelism=pods,
+        job_annotations={MIN_MEMBER_ANNOTATION: str(floor)},
     )

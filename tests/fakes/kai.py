@@ -1,142 +1,33 @@
-"""Simulated KAI Scheduler: the podgrouper (skip-top-owner PodGroups named ``pg-<jobset>-<uid>``, owned by the JobSet,
-queue and priority precedence, SubGroups per version; a bare batch/v1 Job's flat PodGroup) and the scheduler
-(all-or-nothing gangs, hierarchical queue limits, whole-gang in-queue preemption with ``Evict`` events,
-``Unschedulable`` conditions and events). The scheduler places pods by creating BindRequests (KAI §2.4); the binder
-(``tests/fakes/binder.py``) binds them.
+"""Simulated KAI Scheduler's scheduler: all-or-nothing gangs, read through their SubGroups as KAI reads them
+(``kai_subgroups``), hierarchical queue limits, whole-gang in-queue preemption with ``Evict`` events,
+``Unschedulable`` conditions and events (``kai_refusals``). It places pods by creating BindRequests (KAI §2.4);
+the binder (``tests/fakes/binder.py``) binds them. What it schedules, the PodGroups, comes from the podgrouper
+(``kai_podgrouper``).
 """
 
 from __future__ import annotations
-
-import yaml
 
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
 from kai_conformance.clusters.topology import NODE_POOL_LABEL
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
-from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation
+from tests.fakes.kai_podgrouper import KaiPodgrouper
+from tests.fakes.kai_refusals import KaiRefusals
+from tests.fakes.kai_subgroups import subgroup_tree
+from tests.fakes.simulation import Obj
 
 #: KAI's reason for a non-preemptible workload beyond its queue's quota (podgroup_types.go UnschedulableReason).
 NON_PREEMPTIBLE_OVER_QUOTA_REASON = "NonPreemptibleOverQuota"
+#: What KAI says of a ready PodGroup from which its gang phase took no task (real kind, KAI v0.17.0: upstream-facts
+#: §B10, the #1209 workaround on deepspeed).
+NOTHING_TO_ALLOCATE = "Unable to schedule podgroup"
 
 
-class Kai(Simulation):
-    # ------------------------------------------------------------------------------------- KAI's podgrouper
-    def podgrouper(self) -> bool:
-        changed = False
-        if self.faults.podgrouper_down:
-            return False
-        for pod in self._all(kinds.POD):
-            if pod["spec"].get("schedulerName") != KAI_SCHEDULER_NAME or is_terminating(pod):
-                continue
-            job = self._owner(pod, kinds.JOB)
-            jobset = job and self._owner(job, kinds.JOB_SET)
-            if jobset is None:
-                changed |= job is not None and self._group_by_job(job, pod)
-                continue
-            # Without TrainJob RBAC the owner walk stops at the JobSet (KAI §4.6): no TrainJob metadata is merged.
-            trainjob = None if self.faults.podgrouper_without_trainjob_rbac else self._owner(jobset, kinds.TRAIN_JOB)
-            name = ex.POD_GROUP_NAME_FORMAT.format(jobset=jobset["metadata"]["name"], uid=uid_of(jobset))
-            if self._peek(kinds.POD_GROUP, name, pod["metadata"]["namespace"]) is None:
-                self.fake.write(self._broken_floor(self._podgroup_for(name, jobset, trainjob, pod)))
-                changed = True
-            elif self.faults.podgrouper_moves_queue:
-                wanted = self._podgroup_for(name, jobset, trainjob, pod)
-                existing = self._find(kinds.POD_GROUP, name, pod["metadata"]["namespace"])
-                if existing["spec"]["queue"] != wanted["spec"]["queue"]:
-                    existing["spec"]["queue"] = wanted["spec"]["queue"]
-                    self.fake.write(existing)
-                    changed = True
-            subgroup = self.row.subgroup_of(job["metadata"]["labels"][REPLICATED_JOB_LABEL], 0)
-            annotations, labels = (
-                pod["metadata"].setdefault("annotations", {}),
-                pod["metadata"].setdefault("labels", {}),
-            )
-            if annotations.get(ex.POD_GROUP_ANNOTATION) != name or (
-                subgroup and labels.get(ex.SUBGROUP_LABEL) != subgroup
-            ):
-                annotations[ex.POD_GROUP_ANNOTATION] = name
-                if subgroup:
-                    labels[ex.SUBGROUP_LABEL] = subgroup
-                self.fake.write(pod)
-                changed = True
-        return changed
-
-    def _podgroup_for(self, name: str, jobset: Obj, trainjob: Obj | None, pod: Obj) -> Obj:
-        """Skip-top-owner: TrainJob metadata merged under the JobSet's, the JobSet as top owner (B1, B2)."""
-        top_labels = {**labels_of(trainjob or {"metadata": {}}), **labels_of(jobset)}
-        top_annotations = {**((trainjob or {}).get("metadata", {}).get("annotations") or {}),
-                           **(jobset["metadata"].get("annotations") or {})}  # fmt: skip
-        group, version = ex.JOBSET_API_VERSION.split("/")
-        top_owner = yaml.safe_dump(
-            {"name": jobset["metadata"]["name"], "uid": uid_of(jobset), "group": group, "version": version,
-             "kind": "JobSet"}, sort_keys=False)  # fmt: skip
-        key = self.faults.podgrouper_queue_label or ex.QUEUE_LABEL
-        queue = top_labels.get(key) or labels_of(pod).get(key) or ex.DEFAULT_QUEUE
-        priority = top_labels.get(ex.PRIORITY_LABEL) or labels_of(pod).get(ex.PRIORITY_LABEL)
-        rjobs = [ex.ReplicatedJob(r["name"], r["template"]["spec"].get("parallelism", 1), r.get("replicas", 1))
-                 for r in jobset["spec"]["replicatedJobs"]]  # fmt: skip
-        if self.row.podgroup_shape is ex.PodGroupShape.SUBGROUPS:
-            subgroups: list[Obj] = []
-            for r in rjobs:
-                subgroups.append({"name": r.name, "minSubGroup": r.replicas})
-                subgroups += [
-                    {"name": f"{r.name}-replica-{i}", "parent": r.name, "minMember": r.pods} for i in range(r.replicas)
-                ]
-            shape: Obj = {"minSubGroup": len(rjobs), "subGroups": subgroups}
-        else:
-            shape = {"minMember": self.row.podgroup_spec(rjobs)["minMember"]}
-        return self._decorate_podgroup({
-            "apiVersion": kinds.POD_GROUP.api_version,
-            "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": jobset["metadata"]["namespace"], "labels": top_labels,
-                         "annotations": {ex.TOP_OWNER_ANNOTATION: top_owner, **top_annotations},
-                         "ownerReferences": [self._ref(jobset, controller=False)]},
-            "spec": {"queue": queue, "priorityClassName": priority or ex.DEFAULT_PRIORITY_CLASS, **shape},
-            "status": {},
-        }, jobset, top_annotations)  # fmt: skip
-
-    def _broken_floor(self, pg: Obj) -> Obj:
-        """``Faults.podgrouper_gang_floor``: that floor instead of the chain's, in every leaf SubGroup or the flat spec."""
-        floor = self.faults.podgrouper_gang_floor
-        for holder in [pg["spec"], *(pg["spec"].get("subGroups") or [])] if floor is not None else []:
-            if "minMember" in holder:
-                holder["minMember"] = floor
-        return pg
-
-    def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:
-        """Extension point for area mixins (tests/fakes/kai_*.py): more of what the podgrouper writes."""
-        return pg
-
-    def _group_by_job(self, job: Obj, pod: Obj) -> bool:
-        """K8sJobGrouper for a Job without owner (hub.go: batch/v1 Job): one flat PodGroup ``pg-<job>-<job uid>``
-        owned by the Job, ``minMember`` from ``kai.scheduler/batch-min-member`` or 1 (job_grouper.go, v0.16/v0.17)."""
-        if job["metadata"].get("ownerReferences"):
-            return False
-        name = ex.POD_GROUP_NAME_FORMAT.format(jobset=job["metadata"]["name"], uid=uid_of(job))
-        changed = False
-        if self._find(kinds.POD_GROUP, name, job["metadata"]["namespace"]) is None:
-            top_owner = yaml.safe_dump({"name": job["metadata"]["name"], "uid": uid_of(job), "group": "batch",
-                                        "version": "v1", "kind": "Job"}, sort_keys=False)  # fmt: skip
-            annotations = job["metadata"].get("annotations") or {}
-            queue = labels_of(job).get(ex.QUEUE_LABEL) or labels_of(pod).get(ex.QUEUE_LABEL) or ex.DEFAULT_QUEUE
-            self.fake.write({
-                "apiVersion": kinds.POD_GROUP.api_version,
-                "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": job["metadata"]["namespace"], "labels": labels_of(job),
-                             "annotations": {ex.TOP_OWNER_ANNOTATION: top_owner, **annotations},
-                             "ownerReferences": [self._ref(job, controller=False)]},
-                "spec": {"queue": queue, "priorityClassName": ex.DEFAULT_PRIORITY_CLASS,
-                         "minMember": int(annotations.get(ex.MIN_MEMBER_ANNOTATION, 1))},
-                "status": {},
-            })  # fmt: skip
-            changed = True
-        pod_annotations = pod["metadata"].setdefault("annotations", {})
-        if pod_annotations.get(ex.POD_GROUP_ANNOTATION) != name:
-            pod_annotations[ex.POD_GROUP_ANNOTATION] = name
-            self.fake.write(pod)
-            changed = True
-        return changed
+class Kai(KaiPodgrouper, KaiRefusals):
+    #: Whether the scheduler hands a SubGroup below its floor the pods it has (KAI PR #2096); None: as the version's
+    #: row says (``KaiRow.podset_floor_gap``). A flow sets it to show a KAI with the bug where the fix is expected.
+    ignores_podset_floors: bool | None = None
 
     # --------------------------------------------------------------------------------------------- scheduling
     def _free(self) -> dict[str, int]:
@@ -300,6 +191,12 @@ class Kai(Simulation):
             return [listed[key] for key in keys]
         return [self._copy(kinds.POD, self.fake.store[self.fake._key(kinds.POD, *key)]) for key in keys]
 
+    @property
+    def _ignores_podset_floors(self) -> bool:
+        if self.ignores_podset_floors is not None:
+            return self.ignores_podset_floors
+        return self.row.podset_floor_gap(self.kai_version) is not None
+
     def _gang_size(self, pg: Obj) -> int:
         spec = pg["spec"]
         if "minMember" in spec:
@@ -310,9 +207,17 @@ class Kai(Simulation):
         members = self._members(pg)
         requested = self._requested()
         waiting = [p for p in members if not is_bound(p) and _key(p) not in requested]
-        if not waiting or len(members) < self._gang_size(pg):
+        if not waiting:
             return False
-        asked = self._to_allocate(pg, members, waiting)
+        tree = subgroup_tree(pg, members, lambda p: is_bound(p) or _key(p) in requested)
+        if not (tree.ready if tree else len(members) >= self._gang_size(pg)):
+            return False
+        # Where a minSubGroup leaves SubGroups out, which ones the gang phase takes is KAI's choice (kai_subgroups);
+        # elsewhere every SubGroup is needed and the attempt asks what the area's _to_allocate says.
+        if tree is not None and tree.leaves_some_out:
+            asked = tree.tasks(enforce_floor=not self._ignores_podset_floors)
+        else:
+            asked = self._to_allocate(pg, members, waiting)
         queue = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
         if queue is not None and labels_of(queue).get(NODE_POOL_LABEL) != labels_of(pg).get(NODE_POOL_LABEL):
             queue = None  # each node pool's scheduler lists only the queues of its pool (clusters/slices.py)
@@ -327,6 +232,8 @@ class Kai(Simulation):
         over_quota = self._non_preemptible_over_quota(pg, queue, sum(gpus_of(p) for p in asked))
         if over_quota:
             return self._unschedulable(pg, waiting, NON_PREEMPTIBLE_OVER_QUOTA_REASON, over_quota)
+        if not asked:  # AllocateJob on an empty list: "Could not allocate resources" (actions/common/allocate.go)
+            return self._unschedulable(pg, waiting, ex.UNSCHEDULABLE_REASON, NOTHING_TO_ALLOCATE)
         whole = not self.faults.partial_gangs
         free = self._in_pool(self._free(), labels_of(pg).get(NODE_POOL_LABEL))
         placement = self._place_group(pg, asked, free, whole) or self._evict_for(pg, asked, whole)
@@ -445,68 +352,6 @@ class Kai(Simulation):
         )
         event["metadata"]["annotations"] = {ex.EVICT_ACTION_ANNOTATION: action, "num-evicted-pods": str(evicted)}
         self.fake.write(event)
-
-    def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
-        text = f"{reason}: {message}."
-        changed = False
-        for pod in waiting:
-            condition = {"type": "PodScheduled", "status": "False", "reason": ex.UNSCHEDULABLE_REASON, "message": text}
-            if (pod.get("status") or {}).get("conditions") != [condition]:
-                pod["status"] = {"phase": "Pending", "conditions": [condition]}
-                self.fake.write(pod)
-                changed = True
-        condition = {"type": ex.UNSCHEDULABLE_CONDITION, "nodePool": "default", "reason": ex.UNSCHEDULABLE_REASON,
-                     "status": "True", "message": text, "reasons": [{"reason": reason, "message": message}]}  # fmt: skip
-        # The condition is rewritten only when it changes; transitionID and lastTransitionTime move only then
-        # (default_status_updater.go setPodGroupSchedulingCondition/shouldUpdateCondition).
-        current = pg.get("status", {}).get("schedulingConditions") or []
-        if [_without_transition(c) for c in current] != [condition]:
-            transition = int(current[-1].get("transitionID", 0)) + 1 if current else 1
-            pg["status"] = {"schedulingConditions": [{**condition, "transitionID": str(transition),
-                                                      "lastTransitionTime": self._now()}]}  # fmt: skip
-            self.fake.write(pg)
-            changed = True
-        self._refused(pg, text)
-        return changed
-
-    def _refused(self, pg: Obj, text: str) -> None:
-        """Every cycle that leaves the PodGroup pending records ``Unschedulable`` on it (closeSession →
-        markPodGroupUnschedulable); client-go's event correlator sends a repeat as ``count`` + 1 on the same Event
-        (suites/support/refusals.py). Not a change the other controllers react to. ``kai_events_throttled``: the
-        spam filter's budget is spent, so repeats are not sent."""
-        key = (pg["metadata"]["namespace"], uid_of(pg), text)
-        before = self._stamp((kinds.EVENT,))
-        same = self._unschedulable_events().get(key)
-        if same is None:
-            same = self.fake.record_event(pg, ex.UNSCHEDULABLE_REASON, text)["metadata"]["name"]
-        elif not self.faults.kai_events_throttled:
-            event = self._find(kinds.EVENT, same, key[0])
-            event["count"] = event.get("count", 1) + 1
-            event["lastTimestamp"] = self._now()
-            self.fake.write(event)
-        else:
-            return
-        known = self._cache.get("unschedulable-events")
-        if known is not None and known[0] == before:  # what this write changed, kept up to date
-            known[1].setdefault(key, same)
-            self._cache["unschedulable-events"] = (self._stamp((kinds.EVENT,)), known[1])
-
-    def _unschedulable_events(self) -> dict[tuple[str, str, str], str]:
-        """(namespace, uid, message) → the name of the first ``Unschedulable`` Event of that object and message."""
-
-        def index() -> dict[tuple[str, str, str], str]:
-            found: dict[tuple[str, str, str], str] = {}
-            for event in self.fake.stored(kinds.EVENT):
-                if event["reason"] == ex.UNSCHEDULABLE_REASON:
-                    key = (event["metadata"]["namespace"], event["involvedObject"]["uid"], event["message"])
-                    found.setdefault(key, event["metadata"]["name"])
-            return found
-
-        return self._derived("unschedulable-events", index, (kinds.EVENT,))
-
-
-def _without_transition(condition: Obj) -> Obj:
-    return {k: v for k, v in condition.items() if k not in ("transitionID", "lastTransitionTime")}
 
 
 def _key(pod: Obj) -> tuple[str, str]:

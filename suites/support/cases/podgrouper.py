@@ -1,4 +1,6 @@
-"""Podgrouper cases: a TrainJob on the suite's runtime, or on a runtime with a second replicatedJob."""
+"""Podgrouper cases: a TrainJob on the suite's runtime, or on a runtime with a second replicatedJob; one whose second
+replicatedJob can never reach its SubGroup floor (KAI PR #2096); and (control) a SubGroup held below a floor it is
+judged against."""
 
 from __future__ import annotations
 
@@ -8,12 +10,18 @@ from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import replicated_job
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import Manifest, SideBySide, held_if_fits
-from kai_conformance.suites.support.expectations import DEFAULT_PRIORITY_CLASS, ReplicatedJob
+from kai_conformance.suites.support.cases.elastic import elastic_train_job
+from kai_conformance.suites.support.expectations import (
+    DEFAULT_PRIORITY_CLASS,
+    MIN_MEMBER_ANNOTATION,
+    ReplicatedJob,
+)
 from kai_conformance.suites.support.workloads import (
     NAMESPACED_RUNTIME_KIND,
     case_queue,
     case_runtime,
     case_train_job,
+    floored_replicated_job,
     queue_name,
 )
 
@@ -72,3 +80,76 @@ class PodGroupCase(SideBySide):
 
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(self.pods, layout)
+
+
+@dataclass(frozen=True)
+class PodSetFloorCase(SideBySide):
+    """KAI PR #2096 as a TrainJob: a per-case runtime of the trainer ``node`` (one 1-GPU pod) and ``aux`` (``aux_pods``
+    pods without GPUs whose SubGroup floor, ``aux_floor``, is above its pods), and a TrainJob whose
+    ``kai.scheduler/batch-min-member`` caps the PodGroup's root ``minSubGroup`` at ``root_cap``.
+
+    ``node`` has its pod, so the root is ready; ``aux`` comes first by name and can never reach its floor, so no pod
+    of it may ever be bound. v0.17.0 binds its two pods (reproduced on real kind with a plain JobSet of this shape,
+    upstream-facts §B10); with the fix nothing is bound (``aux`` gives no task and still takes the one place)."""
+
+    aux_pods: int = 2
+    aux_floor: int = 3
+    root_cap: int = 1
+    workload: str = "floor"
+    runtime_name: str = "aux-floor"
+
+    @property
+    def id(self) -> str:
+        return f"{self.aux_pods}-{AUX_JOB}-pods-below-floor-{self.aux_floor}-beside-a-ready-node"
+
+    @property
+    def gpus(self) -> int:
+        return 1
+
+    @property
+    def total_pods(self) -> int:
+        return 1 + self.aux_pods
+
+    @property
+    def floors(self) -> list[ReplicatedJob]:
+        """The replicatedJobs with the floors the PodGroup must carry (``ReplicatedJob.pods``: a leaf's
+        ``minMember``), for :meth:`KaiRow.podgroup_spec`."""
+        return [ReplicatedJob("node", 1), ReplicatedJob(AUX_JOB, self.aux_floor)]
+
+    def runtime(self, ctx: RenderContext) -> Manifest:
+        node = replicated_job("node", ctx.workload_image)
+        aux = floored_replicated_job(ctx, AUX_JOB, self.aux_pods, self.aux_floor)
+        return case_runtime(ctx, self.runtime_name, replicated_jobs=[node, aux])
+
+    def trainjob(self, ctx: RenderContext) -> Manifest:
+        return case_train_job(
+            ctx, self.workload, 1, self.gpus, self.workload, runtime=self.runtime_name,
+            runtime_kind=NAMESPACED_RUNTIME_KIND, annotations={MIN_MEMBER_ANNOTATION: str(self.root_cap)},
+        )  # fmt: skip
+
+    def manifests(self, ctx: RenderContext) -> list[Manifest]:
+        queue = case_queue(ctx, self.workload, gpu_quota=self.gpus, gpu_limit=self.gpus)
+        return [queue, self.runtime(ctx), self.trainjob(ctx)]
+
+    def gpu_demand(self, layout: GpuLayout) -> int:
+        return held_if_fits(self.gpus, layout)
+
+
+@dataclass(frozen=True)
+class FloorHeldByLimitCase(SideBySide):
+    """Control of the SubGroup-floor detector: a TrainJob of ``pods`` 1-GPU pods whose ``node`` SubGroup has floor
+    ``floor`` (an elastic gang: the annotation where the version reads it), in a queue whose GPU limit is that floor.
+    KAI binds the floor and holds the rest at the limit (OverLimit); judged as if the floor were every pod, the
+    detector fires, and it holds for the real floor on the same observations. It holds ``floor`` GPUs."""
+
+    id: str = "subgroup-held-at-its-floor-judged-against-all-its-pods"
+    workload: str = "held"
+    pods: int = 2
+    floor: int = 1
+
+    def manifests(self, ctx: RenderContext) -> list[Manifest]:
+        queue = case_queue(ctx, self.workload, gpu_quota=self.floor, gpu_limit=self.floor)
+        return [queue, elastic_train_job(ctx, self.workload, self.pods, self.floor, self.workload)]
+
+    def gpu_demand(self, layout: GpuLayout) -> int:
+        return held_if_fits(self.floor, layout)

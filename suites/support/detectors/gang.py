@@ -1,17 +1,20 @@
 """Gang detectors: whether a gang binds all or nothing, runs, waits whole and says why, and is never partial
-for long."""
+for long; and whether each of its SubGroups binds at its floor or not at all."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kai_conformance.fixtures.kube import event_time
-from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations import NOT_READY_EVENT_REASON, UNSCHEDULABLE_REASON
+from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
+from kai_conformance.suites.support.expectations import NOT_READY_EVENT_REASON, SUBGROUP_LABEL, UNSCHEDULABLE_REASON
 from kai_conformance.suites.support.snapshot import (
     Obj,
     Snapshot,
     bound_at,
     container_waiting,
     is_running,
+    labels_of,
     name_list,
     name_of,
     node_summary,
@@ -169,4 +172,92 @@ class PartialGangWatch:
             True,
             f"never partial for more than {self.grace:.0f}s in {self.observations} observation(s) "
             f"(longest partial moment at most {self.longest:.1f}s)",
+        )
+
+
+# ------------------------------------------------------------------------------------------- SubGroup floors
+def leaf_floors(podgroup: Obj) -> dict[str, int]:
+    """The PodGroup's leaf SubGroups (no SubGroup names them as its parent) and their ``minMember``: the pods of a
+    leaf are bound all together up to that floor, or none."""
+    subgroups = (podgroup.get("spec") or {}).get("subGroups") or []
+    parents = {s.get("parent") for s in subgroups}
+    return {s["name"]: int(s["minMember"]) for s in subgroups if s["name"] not in parents and "minMember" in s}
+
+
+def _below_floor(snap: Snapshot, floors: Mapping[str, int]) -> Verdict | tuple[dict[str, list[Obj]], str]:
+    """(leaf → its bound pods, for the leaves with some but fewer than their floor bound; every leaf's bound/floor),
+    or the verdict that there is nothing to judge. ``floors`` replaces the PodGroup's floors of the leaves it names."""
+    pg = one_podgroup(snap, "subgroup-floor")
+    if isinstance(pg, Verdict):
+        return pg
+    leaves = {**leaf_floors(pg), **floors}
+    if not leaves:
+        return Verdict("subgroup-floor", False, f"PodGroup {name_of(pg)} has no SubGroup with a minMember to judge")
+    bound: dict[str, list[Obj]] = {}
+    for pod in snap.bound_pods:
+        bound.setdefault(labels_of(pod).get(SUBGROUP_LABEL, ""), []).append(pod)
+    below = {leaf: bound[leaf] for leaf, floor in sorted(leaves.items()) if 0 < len(bound.get(leaf, ())) < floor}
+    state = ", ".join(f"{leaf} {len(bound.get(leaf, ()))}/{floor}" for leaf, floor in sorted(leaves.items()))
+    return below, f"bound/floor: {state}"
+
+
+def _described(below: Mapping[str, list[Obj]], floors: Mapping[str, int]) -> str:
+    return "; ".join(
+        f"SubGroup {leaf}: {len(pods)} of its floor {floors[leaf]} bound ({node_summary(pods)})"
+        for leaf, pods in below.items()
+    )
+
+
+def subgroups_at_floor(snap: Snapshot, floors: Mapping[str, int] | None = None) -> Verdict:
+    """No leaf SubGroup of the workload's PodGroup has some, but fewer than its ``minMember``, of its pods bound.
+    ``floors``: judge the leaves it names against those floors instead (controls)."""
+    found = _below_floor(snap, floors or {})
+    if isinstance(found, Verdict):
+        return found
+    below, state = found
+    if below:
+        pg = snap.podgroup or {}
+        return Verdict("subgroup-floor", False, f"{_described(below, {**leaf_floors(pg), **(floors or {})})} ({state})")
+    return Verdict("subgroup-floor", True, f"every SubGroup bound at its floor or not at all ({state})")
+
+
+class SubGroupFloorWatch:
+    """Fires when a leaf SubGroup stays bound below its floor for longer than ``grace`` seconds across observations:
+    the binder binds a floor's pods one by one and the evictor deletes them one by one, so one snapshot may catch a
+    SubGroup half-way; one that stays there was handed fewer pods than its floor. ``floors`` as for
+    :func:`subgroups_at_floor`."""
+
+    def __init__(self, grace: float, floors: Mapping[str, int] | None = None) -> None:
+        self.grace, self.floors = grace, dict(floors or {})
+        self.since: dict[str, float] = {}
+        self.longest = 0.0
+        self.observations = 0
+
+    def observe(self, snap: Snapshot) -> Verdict:
+        self.observations += 1
+        found = _below_floor(snap, self.floors)
+        if isinstance(found, Verdict):
+            return found
+        below, state = found
+        for leaf in set(self.since) - set(below):  # that partial moment ended somewhere before this observation
+            self.longest = max(self.longest, snap.taken_at - self.since.pop(leaf))
+        for leaf in below:
+            self.since.setdefault(leaf, snap.taken_at)
+        lasted = {leaf: snap.taken_at - self.since[leaf] for leaf in below}
+        self.longest = max([self.longest, *lasted.values()])
+        stuck = {leaf: pods for leaf, pods in below.items() if lasted[leaf] > self.grace}
+        if stuck:
+            floors = {**leaf_floors(snap.podgroup or {}), **self.floors}
+            longest = max(lasted[leaf] for leaf in stuck)
+            return Verdict(
+                "subgroup-floor",
+                False,
+                f"{_described(stuck, floors)}, for {longest:.1f}s (more than the {self.grace:.0f}s a SubGroup may "
+                f"take to bind or be evicted; {state})",
+            )
+        return Verdict(
+            "subgroup-floor",
+            True,
+            f"no SubGroup below its floor for more than {self.grace:.0f}s in {self.observations} observation(s) "
+            f"(longest such moment at most {self.longest:.1f}s; {state})",
         )
