@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kai_conformance.clusters.assumptions import release_key
 from kai_conformance.suites.support.version_rows import row_for
 
 # ------------------------------------------------------------------------------------------- constant facts
@@ -93,15 +94,14 @@ class LifecycleKaiRow:
         return f"KAI {self.minor} lifecycle"
 
     def completing_gang_gap(self, version: str) -> str | None:
-        """The stale-gang gap of the patch release ``version`` of this minor (None: it spares completing gangs)."""
+        """The stale-gang gap of the patch release ``version`` of this minor (None: it spares completing gangs). A
+        build that is no release (``main``, a PR's) counts as newer than every release: the branch with a fixed
+        release carries the fix at its head (docs/research/upstream-facts.md §B10)."""
         fixed = self.completing_gang_fixed_in
-        if self.completing_gang_evicted is None or (fixed and _patch(version) >= _patch(fixed)):
+        first, release = release_key(fixed) if fixed else None, release_key(version)
+        if self.completing_gang_evicted is None or (first and (release is None or release >= first)):
             return None
         return self.completing_gang_evicted + (f" ({self.to_confirm})" if self.to_confirm else "")
-
-
-def _patch(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.removeprefix("v").split("-")[0].split("."))
 
 
 @dataclass(frozen=True)
