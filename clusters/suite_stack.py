@@ -90,9 +90,10 @@ WORKLOAD_GRACE_SECONDS = 0
 
 def planned_end(env: dict[str, str], index: int) -> tuple[float, int] | None:
     """When and how :data:`WORKLOAD_COMMAND` ends on its own: (seconds after it started, exit code), or None when it
-    runs until it is killed. ``env`` is the container's environment, ``index`` its Job completion index."""
+    runs until it is killed. ``env`` is the container's environment, ``index`` its Job completion index. An empty
+    variable counts as unset, as ``${VAR:-default}`` in the script does."""
     run = env.get(RUN_SECONDS_ENV)
-    if not run or env.get(EXIT_INDEX_ENV, str(index)) != str(index):
+    if not run or (env.get(EXIT_INDEX_ENV) or str(index)) != str(index):
         return None
     return float(int(run) + index * int(env.get(STAGGER_ENV) or 0)), int(env.get(EXIT_CODE_ENV) or 0) % 256
 

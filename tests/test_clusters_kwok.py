@@ -25,6 +25,8 @@ from tests.fakes.installation import SimulatedStack, deployment, make_settings, 
 from tests.fakes.kube import FakeKube
 from tests.fakes.kwok import (
     FakeKwok,
+    ManualClock,
+    ScaledClock,
     kwok_release_manifests,
     pod_delete_stage,
     pod_ready_stage,
@@ -45,6 +47,7 @@ SELECTOR_FIELDS = {"matchLabels", "matchAnnotations", "matchExpressions"}
 EXPRESSION_FIELDS = {"cel", "jq", "key", "operator", "values"}  # SelectorRequirement (jq keys)
 OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
 DELAY_FIELDS = {"durationMilliseconds", "durationFrom", "jitterDurationMilliseconds", "jitterDurationFrom"}
+EXPRESSION_FROM_FIELDS = {"cel", "jq", "expressionFrom"}  # ExpressionFrom
 NEXT_FIELDS = {"event", "finalizers", "delete", "patches", "statusTemplate", "statusSubresource", "statusPatchAs"}
 
 
@@ -150,6 +153,8 @@ def test_the_suites_stages_use_only_fields_of_kwoks_stage_types() -> None:
         for expression in spec["selector"]["matchExpressions"]:
             assert set(expression) <= EXPRESSION_FIELDS and expression["operator"] in OPERATORS
         assert set(spec.get("delay", {})) <= DELAY_FIELDS
+        for source in ("durationFrom", "jitterDurationFrom"):
+            assert set(spec.get("delay", {}).get(source, {})) <= EXPRESSION_FROM_FIELDS
         assert set(spec["next"]) <= NEXT_FIELDS
         yaml.safe_load(yaml.safe_dump(stage))  # serialisable as the manifest kwok reads
 
@@ -172,7 +177,9 @@ def fake_pod(name: str, node: str, finalizers: list[str] | None = None) -> dict:
             "status": {"phase": "Running"}}  # fmt: skip
 
 
-def test_a_deleted_pod_on_a_fake_node_ends_failed_and_goes_only_after_its_finalizers(fake: FakeKube) -> None:
+def test_a_deleted_pod_on_a_fake_node_ends_failed_and_goes_only_after_its_finalizers() -> None:
+    clock = ManualClock()
+    fake = FakeKube(clock=clock)
     FakeKwok(fake)
     fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     for stage in kwok_stages.suite_stages():
@@ -182,6 +189,8 @@ def test_a_deleted_pod_on_a_fake_node_ends_failed_and_goes_only_after_its_finali
     fake.put(fake_pod("held", "kc-kwok-0001", ["example.com/hold"]))
     fake.put(fake_pod("plain", "kc-kwok-0001"))
     fake.delete(kinds.POD, "held", "default", allow_foreign=True)
+    assert fake.get(kinds.POD, "held", "default")["status"]["phase"] == "Running"  # Terminating, as on a node
+    clock.advance(kwok_stages.TERMINATE_DELAY_MS / 1000)
     held = fake.get(kinds.POD, "held", "default")
     assert held["status"]["phase"] == "Failed"
     assert held["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == EVICTED_EXIT_CODE
@@ -227,6 +236,7 @@ def stack(fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Si
     simulated.add_workers(3)
     simulated.runner.on("kind", action=lambda argv: commands.run(argv, timeout=10, check=False))
     simulated.runner.on("docker", "image", "inspect", stdout="sha256:0b5e\n")
+    fake.clock = ScaledClock(1 / 0.01)  # the settings' TimeoutPolicy(scale=0.01): kwok's delays scaled alike
     FakeKwok(fake)
     return simulated
 
@@ -263,7 +273,8 @@ def test_on_kind_the_pinned_kwok_and_the_suites_stages_are_installed_then_nodes_
     assert CATALOG.kwok["version"] == "v0.8.0"
     assert {CATALOG.kwok["controller"], CATALOG.kwok["stages"]} <= set(stack.fetched)
     stages = sorted(s["metadata"]["name"] for s in fake.objects(kinds.KWOK_STAGE))
-    assert stages == sorted([*kwok_stages.KEPT_RELEASE_STAGES, kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE])
+    assert stages == sorted([*kwok_stages.KEPT_RELEASE_STAGES, kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE,
+                             kwok_stages.EXIT_STAGE])  # fmt: skip
     assert [n for n in state.gpus if "kwok" in n] == ["kc-test-kwok-0001", "kc-test-kwok-0002", "kc-test-kwok-0003"]
     assert all(state.gpus[n] == 8 for n in state.gpus if "kwok" in n)
     assert state.stack["kwok"]["fake_nodes"] == 3

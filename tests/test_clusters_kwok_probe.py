@@ -19,7 +19,14 @@ from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.installation import SimulatedStack
 from tests.fakes.kube import FakeKube
-from tests.fakes.kwok import FakeKwok, pod_delete_stage, pod_ready_stage, stage, stage_fast_manifests
+from tests.fakes.kwok import (
+    FakeKwok,
+    ScaledClock,
+    pod_delete_stage,
+    pod_ready_stage,
+    stage,
+    stage_fast_manifests,
+)
 from tests.test_clusters_kwok import (
     RUN_ID,
     cluster_kwok_stages,
@@ -39,6 +46,7 @@ NODE = "kc-kwok-0001"
 
 def kwok_cluster(fake: FakeKube, *stages: dict[str, Any], config_stages: list[dict[str, Any]] | None = None) -> None:
     """A fake node kwok manages, and kwok playing ``stages`` (Stage objects) and ``config_stages`` (its config)."""
+    fake.clock = ScaledClock(1 / 0.01)  # TIMEOUTS' scale: the terminate stage's 500 ms take 5 ms here
     FakeKwok(fake, stages=config_stages)
     fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE,
               "annotations": {"kwok.x-k8s.io/node": "fake"}}})  # fmt: skip
@@ -69,7 +77,8 @@ def test_with_the_suites_stages_the_probe_pod_runs_then_ends_failed_with_the_wor
         f"phase Failed, every container terminated with exit code {EVICTED_EXIT_CODE}; held by its finalizer, "
         "removed once released"
     )
-    assert seen["stages"] == sorted(["pod-ready", kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE])
+    assert seen["stages"] == sorted(["pod-ready", kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE,
+                                     kwok_stages.EXIT_STAGE])  # fmt: skip
     applied = next(c.detail for c in fake.operations("apply") if c.kind == "Pod")
     assert applied["spec"]["nodeName"] == NODE and "schedulerName" not in applied["spec"]  # only kwok moves it
     assert applied["metadata"]["finalizers"] == [FINALIZER]
@@ -86,7 +95,8 @@ def test_a_kwok_whose_stages_never_make_a_pod_running_is_named_with_its_stages_a
     message = str(failed.value)
     assert "kwok did not run the probe pod kc-kwok-probe-t/kwok-probe on fake node kc-kwok-0001" in message
     assert "(phase Pending, no container status)" in message
-    assert f"kwok's pod stages: {kwok_stages.REMOVE_STAGE}, {kwok_stages.TERMINATE_STAGE}." in message
+    stages = ", ".join(sorted(s["metadata"]["name"] for s in kwok_stages.suite_stages()))
+    assert f"kwok's pod stages: {stages}." in message
     assert "fix: the suite installed kwok with the pod stages pod-ready," in message
     assert nothing_left(fake)
 
@@ -161,8 +171,9 @@ def test_on_kind_a_kwok_that_never_runs_pods_stops_provisioning_and_the_fake_nod
     settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 2)
     with pytest.raises(errors.InfrastructureError, match="kwok did not run the probe pod") as failed:
         acquire(settings, run_context(tmp_path), tools)
-    assert "kwok's pod stages: kai-conformance-pod-remove, kai-conformance-pod-terminate, pod-ready." in str(
-        failed.value
+    assert (
+        "kwok's pod stages: kai-conformance-pod-exit, kai-conformance-pod-remove, kai-conformance-pod-terminate, "
+        "pod-ready." in str(failed.value)
     )
     assert fake_node_names(fake) == ["kc-test-kwok-0001", "kc-test-kwok-0002"]
     assert [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith("kc-kwok-probe-")] == []
