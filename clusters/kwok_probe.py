@@ -188,7 +188,9 @@ class _KwokProbe:
     def _fix(self) -> str:
         controller = "`kubectl -n kube-system logs deploy/kwok-controller`"
         if self.suite_stages:
-            expected = ", ".join(("pod-ready", kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE))
+            expected = ", ".join(
+                ("pod-ready", kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE, kwok_stages.EXIT_STAGE)
+            )
             return (
                 f"the suite installed kwok with the pod stages {expected}; check that they exist (`kubectl get "
                 f"stages`) and what kwok's controller says ({controller}); it must manage the pods of nodes "
