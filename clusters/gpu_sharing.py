@@ -164,10 +164,14 @@ class ReservationAnswers:
         self._stop.set()
         self._thread.join(timeout=max(5.0, 4 * self.interval))
 
-    def describe(self) -> str:
+    def describe(self, most: int | None = None) -> str:
+        """What was answered; ``most``: name at most that many (a chaos run answers one per shared GPU of every
+        mix)."""
         text = f"the suite answered {len(self.answered)} reservation pod(s) for its fake GPUs"
         if self.answered:
-            text += ": " + "; ".join(self.answered)
+            shown = self.answered if most is None else self.answered[:most]
+            more = len(self.answered) - len(shown)
+            text += ": " + "; ".join(shown) + (f"; and {more} more" if more else "")
         if self.unpulled:
             text += (
                 f". The reservation pods' image could not be pulled: {', '.join(sorted(self.unpulled))}. KAI's binder "

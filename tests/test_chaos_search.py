@@ -17,6 +17,7 @@ from kai_conformance.suites.support.chaos_faults import DEFAULT_COMPONENTS, pars
 from kai_conformance.suites.support.chaos_mix import mixes
 from kai_conformance.suites.support.chaos_run import Outcome, renamed, steps
 from kai_conformance.suites.support.chaos_search import Campaign, load_reproducer, reproducer, write_reproducer
+from kai_conformance.suites.support.chaos_sharing import FRACTIONS
 from kai_conformance.suites.support.detectors.verdict import Verdict
 
 LAYOUT = GpuLayout(tuple(GpuNode(f"node-{i}", 4) for i in range(4)))
@@ -34,6 +35,33 @@ def test_every_drawn_mix_fits_the_cluster_and_restarts_every_component(mix: Chao
         assert w.gpus == 1 or w.pods <= 4
         assert 0 <= w.arrive <= 30 and (w.resume_after is None or w.ending == "suspended")
     assert ChaosMix.from_data(mix.to_data()) == mix
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(mixes(LAYOUT, COMPONENTS, horizon=60, max_workloads=10, fractions=FRACTIONS))
+def test_where_gpus_are_shared_a_workload_may_ask_a_fraction_and_fits_as_1_gpu_pods(mix: ChaosMix) -> None:
+    for w in mix.workloads:
+        assert (w.gpus, w.fraction in FRACTIONS) == (0, True) or (w.fraction == 0 and w.gpus in (1, 4))
+        assert w.pods * max(w.gpus, 1) <= LAYOUT.total and w.pods <= 4
+    assert ChaosMix.from_data(mix.to_data()) == mix
+
+
+def test_a_shrunk_fractional_workload_stays_fractional_only_when_the_violation_needs_it() -> None:
+    shared = ChaosWorkload("w01", 3, 0, "q0", fraction=0.5)
+    mix = ChaosMix((ChaosQueue("q0", 4),), (ChaosWorkload("w00", 1, 1, "q0"), shared), (Fault("binder", 3),), 16)
+
+    def violates(needs_sharing: bool):
+        def run(m: ChaosMix, attempt: int) -> Outcome:
+            bad = any(w.pods >= 3 and (w.fraction or not needs_sharing) for w in m.workloads)
+            return Outcome(m, {"no-leftover-reservation": Verdict("no-leftover-reservation", not bad, "left")})
+
+        return run
+
+    kept = Campaign(violates(needs_sharing=True), seed=5, budget=60)
+    assert kept.shrink(kept.attempt(mix)).mix.workloads == (shared,)
+    whole = Campaign(violates(needs_sharing=False), seed=5, budget=60)
+    assert whole.shrink(whole.attempt(mix)).mix.workloads == (ChaosWorkload("w01", 3, 1, "q0"),)
+    assert "3×0.5 GPU" in shared.describe() and "(1 fractional)" in mix.describe()
 
 
 def needle(mix: ChaosMix, attempt: int) -> Outcome:

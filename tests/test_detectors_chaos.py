@@ -1,6 +1,7 @@
 """The chaos ledger's invariants on hand-made watch timelines: each fires on a violating one and stays quiet on the
 legitimate moves a mix makes (a pod being bound by the binder, the suite deleting or suspending, a JobSet restarting
-a failed gang, a gang completing pod by pod)."""
+a failed gang, a gang completing pod by pod, a reservation pod kept while its GPU group is used or removed within
+the grace); fractional pods count their fraction against their queue."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ import itertools
 
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload
 from kai_conformance.suites.support.chaos_ledger import LEFTOVER_BINDREQUEST, ONE_PODGROUP, ChaosLedger
+from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION, Asking, fitting_gangs_bound
+from kai_conformance.suites.support.detectors.scale import QueueBounds
+from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
 from tests import builders
 
-GRACE, GC = 5.0, 20.0
+GRACE, GC, RESERVED = 5.0, 20.0, 10.0
 
 
 class Mix:
     """A mix's watch timeline told to a chaos ledger event by event (pods keep their uid across events)."""
 
-    def __init__(self, *workloads: ChaosWorkload, quota: int = 8) -> None:
-        mix = ChaosMix((ChaosQueue("q", quota, 8),), tuple(workloads), (), 16)
-        self.ledger = ChaosLedger(mix, GRACE, GC)
+    def __init__(self, *workloads: ChaosWorkload, quota: int = 8, limit: int = 8) -> None:
+        mix = ChaosMix((ChaosQueue("q", quota, limit),), tuple(workloads), (), 16)
+        self.ledger = ChaosLedger(mix, GRACE, GC, RESERVED)
         self.pods: dict[str, dict] = {}
         self.uids = itertools.count()
 
@@ -46,11 +50,23 @@ class Mix:
         self.ledger.pod("MODIFIED", copy.deepcopy(self.pods[name]), at)
         self.ledger.pod("DELETED", copy.deepcopy(self.pods.pop(name)), at)
 
-    def bindrequest(self, pod: str, at: float, *, event: str = "ADDED", phase: str = "") -> dict:
+    def bindrequest(self, pod: str, at: float, *, event: str = "ADDED", phase: str = "", group: str = "") -> dict:
         request = {"metadata": {"name": f"br-{pod}", "uid": f"br-{pod}"},
-                   "spec": {"podName": pod, "selectedNode": "node-b"}, "status": {"phase": phase} if phase else {}}  # fmt: skip
+                   "spec": {"podName": pod, "selectedNode": "node-b", **({"selectedGPUGroups": [group]} if group else {})},
+                   "status": {"phase": phase} if phase else {}}  # fmt: skip
         self.ledger.bindrequest(event, request, at)
         return request
+
+    def share(self, name: str, group: str, at: float) -> None:
+        """The binder's bind of a fractional pod: labelled with its GPU group, then bound."""
+        self.pods[name]["metadata"].setdefault("labels", {})[GPU_GROUP_LABEL] = group
+        self.bind(name, at)
+
+    def reservation(self, group: str, at: float, *, event: str = "ADDED") -> None:
+        pod = {"metadata": {"name": f"gpu-reservation-{group}", "namespace": RESERVATION_NAMESPACE,
+                            "uid": f"reservation-{group}", "labels": {GPU_GROUP_LABEL: group}},
+               "spec": {"nodeName": "node-a"}, "status": {"phase": "Running"}}  # fmt: skip
+        self.ledger.reservation(event, pod, at)
 
     def verdicts(self, at: float) -> dict[str, bool]:
         return {name: v.ok for name, v in self.ledger.guard_verdicts(at).items()}
@@ -58,6 +74,25 @@ class Mix:
 
 def gang(name: str = "w0", pods: int = 2, priority: str = "train") -> ChaosWorkload:
     return ChaosWorkload(name, pods, 1, "q", priority)
+
+
+def halves(name: str = "w0", pods: int = 2, priority: str = "train") -> ChaosWorkload:
+    return ChaosWorkload(name, pods, 0, "q", priority, fraction=0.5)
+
+
+def shared(*workloads: ChaosWorkload, **kwargs) -> Mix:
+    """A mix whose pods of half a GPU share GPU group g1 (one reservation pod), bound at 2 s."""
+    mix = Mix(*(workloads or (halves(),)), **kwargs)
+    for workload in mix.ledger.mix.workloads:
+        mix.create(workload.name, 0)
+        for index in range(workload.pods):
+            mix.bindrequest(f"{workload.name}-{index}", 1, group="g1")
+    mix.reservation("g1", 1)
+    for workload in mix.ledger.mix.workloads:
+        for index in range(workload.pods):
+            mix.share(f"{workload.name}-{index}", "g1", 2)
+            mix.bindrequest(f"{workload.name}-{index}", 2, event="MODIFIED", phase="Succeeded", group="g1")
+    return mix
 
 
 def test_a_pod_the_binder_is_still_binding_counts_as_placed_but_a_half_bound_gang_fires() -> None:
@@ -186,3 +221,83 @@ def test_quiet_after_is_the_first_change_followed_by_the_quiet_time_before_the_n
     excerpt = Mix(gang())
     excerpt.create("w0", 0)
     assert any("w0" in line and "PodGroup" in line for line in excerpt.ledger.excerpt({"w0"}, 0.0, 5.0))
+
+
+# ------------------------------------------------------------------------------------------------ GPU sharing
+def test_a_reservation_pod_left_after_its_gpu_groups_pods_fires_after_the_grace_not_one_removed_in_time() -> None:
+    mix = shared()
+    mix.delete("w0-0", 10)
+    mix.delete("w0-1", 10)
+    assert mix.verdicts(10 + RESERVED - 1)[LEFTOVER_RESERVATION]
+    removed = copy.deepcopy(mix)
+    removed.reservation("g1", 10 + RESERVED - 1, event="DELETED")
+    assert removed.verdicts(10 + RESERVED * 5)[LEFTOVER_RESERVATION]
+    verdict = mix.ledger.guard_verdicts(10 + RESERVED + 1)[LEFTOVER_RESERVATION]
+    assert not verdict.ok and "gpu-reservation-g1 of GPU group g1 on node-a, used by w0" in verdict.explanation
+    assert any("reservation pod gpu-reservation-g1 of GPU group g1 created" in line
+               for line in mix.ledger.excerpt({"w0"}, None, 0))  # fmt: skip
+
+
+def test_a_reservation_pod_kept_while_a_pod_or_an_unfinished_bindrequest_uses_its_group_is_legitimate() -> None:
+    one_left = shared()
+    one_left.delete("w0-0", 10)
+    assert one_left.verdicts(10 + RESERVED * 5)[LEFTOVER_RESERVATION], "w0-1 still runs on the shared GPU"
+
+    binding = Mix(halves(pods=1))
+    binding.create("w0", 0)
+    binding.bindrequest("w0-0", 1, group="g1")
+    binding.reservation("g1", 1)  # the binder waits for the reservation's answer: the BindRequest is not finished
+    assert binding.verdicts(1 + RESERVED * 5)[LEFTOVER_RESERVATION]
+    binding.bindrequest("w0-0", 60, event="MODIFIED", phase="Failed", group="g1")  # rolled back: nothing uses g1
+    assert binding.verdicts(60 + RESERVED - 1)[LEFTOVER_RESERVATION]
+    assert not binding.verdicts(60 + RESERVED + 1)[LEFTOVER_RESERVATION]
+
+    ended = shared()
+    ended.end("w0-0", "Succeeded", 10)
+    ended.end("w0-1", "Succeeded", 10)  # KAI's binder syncs the group on the pod's completion, not its deletion
+    assert not ended.verdicts(10 + RESERVED + 1)[LEFTOVER_RESERVATION]
+    assert LEFTOVER_RESERVATION not in Mix(gang()).verdicts(100), "judged only in a mix with fractional workloads"
+
+
+def test_no_reservation_is_judged_while_the_binder_is_down_and_its_grace_restarts_when_it_is_back() -> None:
+    mix = shared()
+    mix.ledger.restarting("binder", 9)
+    mix.delete("w0-0", 10)
+    mix.delete("w0-1", 10)
+    assert mix.verdicts(10 + RESERVED * 5)[LEFTOVER_RESERVATION], "the binder is down"
+    mix.ledger.back("binder", 70)
+    assert mix.verdicts(70 + RESERVED - 1)[LEFTOVER_RESERVATION], "its start-up sync has the grace"
+    assert not mix.verdicts(70 + RESERVED + 1)[LEFTOVER_RESERVATION]
+
+
+def test_fractional_pods_count_their_fraction_against_the_queue_and_are_placed_like_any_pod() -> None:
+    within = shared(halves("w0", priority="build"), quota=1, limit=1)
+    assert within.verdicts(3)["queue-limit"] and within.verdicts(3)["non-preemptible-in-quota"]
+    assert within.ledger.amounts() == {"q": 1.0} == within.ledger.amounts(non_preemptible=True)
+    assert "q 1/1" in within.ledger.guard_verdicts(3)["queue-limit"].explanation
+
+    over = shared(halves("w0", priority="build"), halves("w1", pods=1, priority="build"), quota=1, limit=1)
+    verdicts = over.ledger.guard_verdicts(3)
+    assert not verdicts["queue-limit"].ok and "q holds 1.5 GPUs, limit 1" in verdicts["queue-limit"].explanation
+    assert "q runs 1.5 non-preemptible GPUs, quota 1" in verdicts["non-preemptible-in-quota"].explanation
+    over.delete("w1-0", 4)
+    assert over.ledger.amounts() == {"q": 1.0}, "a fraction leaves with its pod"
+
+    placing = Mix(halves())
+    placing.create("w0", 0)
+    placing.share("w0-0", "g1", 1)
+    placing.bindrequest("w0-1", 1, group="g1")  # the binder waits for the reservation's answer
+    assert placing.verdicts(1 + GRACE * 3)["gang-never-partial"]
+
+
+def test_a_waiting_gang_fits_as_kai_counts_fractions_free_gpus_and_limits() -> None:
+    queues = {"q": QueueBounds("q", 0, 2)}
+    halves_of = [Asking("w1", 3, 0.5, "q", True)]
+    fits = fitting_gangs_bound(halves_of, {"a": 2}, {"q": 0.0}, {}, queues)
+    assert not fits.ok and "w1 (3×0.5 GPU, queue q: room for 4 such pods)" in fits.explanation, "2 GPUs hold 3 halves"
+    assert fitting_gangs_bound(halves_of, {"a": 1}, {"q": 0.0}, {}, queues).ok, "one GPU holds two halves"
+    assert fitting_gangs_bound(halves_of, {"a": 2}, {"q": 1.0}, {}, queues).ok, "1 + 1.5 GPUs pass the limit of 2"
+    whole = [Asking("w2", 1, 1.0, "q", True)]
+    assert fitting_gangs_bound(whole, {"a": 4}, {"q": 1.5}, {}, queues).ok, "fractions held count: 2.5 > 2"
+    verdict = fitting_gangs_bound(whole, {"a": 4}, {"q": 1.0}, {}, queues)
+    assert not verdict.ok and "w2 (1×1 GPU, queue q: room for 4 such pods)" in verdict.explanation

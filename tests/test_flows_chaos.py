@@ -1,7 +1,9 @@
 """The chaos area end to end on the simulated cluster: components run as Deployments whose deleted pods come back
 (tests/fakes/restarts.py), the suite's own runner restarts them by deleting their pods, and a simulated KAI that
 breaks an invariant only after a restart is caught by that invariant; a seeded run on a correct KAI holds every
-invariant and measures convergence; a broken one is found, shrunk, written as a reproducer and replayed."""
+invariant and measures convergence; a broken one is found, shrunk, written as a reproducer and replayed. Where the
+stack shares GPUs, mixes draw fractional workloads too (tests/fakes/kai_sharing.py), and a binder that leaves a
+reservation pod behind after its restart is caught by ``no-leftover-reservation``."""
 
 from __future__ import annotations
 
@@ -9,16 +11,24 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from _pytest.outcomes import Skipped
 
+from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.chaos_options import ChaosSettings
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_chaos
 from kai_conformance.suites.support import chaos_run
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault, RandomMixes
 from kai_conformance.suites.support.chaos_faults import Restarter
+from kai_conformance.suites.support.chaos_mix import mixes
 from kai_conformance.suites.support.chaos_run import MixRunner, Outcome
-from kai_conformance.suites.support.chaos_search import load_reproducer
+from kai_conformance.suites.support.chaos_search import FORMAT, load_reproducer
+from kai_conformance.suites.support.chaos_sharing import FRACTIONS
+from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION as LEFTOVER
+from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
+from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests.fakes.controllers import Faults
+from tests.fakes.kai_sharing import SharingFaults
 from tests.fakes.simulation import SCHEDULER
 from tests.flows import Harness
 
@@ -26,6 +36,8 @@ from tests.flows import Harness
 TIMEOUTS = TimeoutPolicy(scale=0.02, overrides={"gc": 20.0})
 DOWNTIME = 0.01
 SMALL = RandomMixes(horizon=16, max_workloads=5)
+SHARING_ON = SharingSupport(True, "Config kai-config spec.admission.gpuSharing = true", "nvidia", True, "binpack")
+SHARING_OFF = SharingSupport(False, "Config kai-config spec.admission.gpuSharing = false")
 
 
 def harness_for(flow, faults: Faults | None = None) -> Harness:
@@ -46,6 +58,11 @@ def two(priority: str = "train", **kwargs) -> ChaosWorkload:
     return ChaosWorkload("w00", 2, 1, "q0", priority, **kwargs)
 
 
+def halves(**kwargs) -> ChaosWorkload:
+    """Two pods of half a GPU: one shared GPU, one reservation pod."""
+    return ChaosWorkload("w00", 2, 0, "q0", fraction=0.5, **kwargs)
+
+
 BROKEN_AFTER_A_RESTART = {
     "gang-never-partial": (Faults(restart_breaks_gangs_of=2), mix(two(arrive=5), faults=(Fault("scheduler", 0),))),
     "queue-limit": (Faults(restart_ignores_queue_limits=True),
@@ -57,13 +74,23 @@ BROKEN_AFTER_A_RESTART = {
     "no-leftover-bindrequest": (Faults(restart_leaks_bindrequests=True),
                                 mix(two(arrive=5, ending="deleted", after=5), faults=(Fault("binder", 0),))),
     "fitting-gangs-bound": (Faults(restart_stalls_scheduler=True), mix(two(arrive=5), faults=(Fault("scheduler", 0),))),
+    "no-leftover-reservation": (SharingFaults(restart_leaks_reservations=True),
+                                mix(halves(arrive=5, ending="deleted", after=5), faults=(Fault("binder", 0),))),
 }  # fmt: skip
+
+
+def remove_reservations(harness: Harness) -> None:
+    """What a leaking binder left (the flow's end wants no pod left)."""
+    for pod in harness.fake.objects(kinds.POD, RESERVATION_NAMESPACE):
+        harness.fake.delete(kinds.POD, pod["metadata"]["name"], RESERVATION_NAMESPACE, allow_foreign=True)
 
 
 @pytest.mark.parametrize("invariant", list(BROKEN_AFTER_A_RESTART))
 def test_each_invariant_fires_on_a_kai_that_breaks_it_after_a_restart(flow, fast_polling, invariant: str) -> None:
     faults, broken = BROKEN_AFTER_A_RESTART[invariant]
-    outcome = run_mix(harness_for(flow, faults), broken)
+    harness = harness_for(flow, faults)
+    outcome = run_mix(harness, broken)
+    remove_reservations(harness)
     assert invariant in outcome.violations, outcome.summary()
     assert outcome.excerpt and any("restart" in line for line in outcome.excerpt)
     if invariant == "gang-never-partial":  # the chain diagnosis, read before the mix was removed, names the link
@@ -76,6 +103,20 @@ def test_the_same_mixes_on_a_kai_that_restarts_cleanly_hold_every_invariant(flow
         outcome = run_mix(harness, clean)
         assert not outcome.violated, f"{invariant}: {outcome.summary()}"
         assert all(t.restart and t.restart.ready_at for t in outcome.restarts), outcome.restarts
+
+
+def test_a_binder_restart_amid_fractional_gangs_is_survived_and_fractions_count_against_the_queue_limit(
+    flow, fast_polling
+) -> None:
+    """The simulated KAI counts a half-GPU pod as half a GPU of its queue, as the ledger does: with a limit of 1 the
+    second gang of two halves waits, whole, and nothing is violated while the binder restarts as they arrive."""
+    harness = harness_for(flow)
+    second = ChaosWorkload("w01", 2, 0, "q0", fraction=0.5, arrive=1)
+    outcome = run_mix(harness, mix(halves(arrive=1), second, faults=(Fault("binder", 1),), limit=1))
+    assert not outcome.violated and outcome.status.startswith("2 of 4 pods bound"), outcome.summary()
+    assert "q0 1/1" in outcome.verdicts["queue-limit"].explanation
+    assert outcome.verdicts["no-leftover-reservation"].ok
+    assert harness.fake.objects(kinds.POD, RESERVATION_NAMESPACE) == []
 
 
 def chaos_settings(seed: int, budget: float, replay: Path | None = None) -> ChaosSettings:
@@ -98,12 +139,12 @@ def restarted_before_each_mix(monkeypatch: pytest.MonkeyPatch, harness: Harness)
     monkeypatch.setattr(chaos_run.MixRunner, "run", restarted)
 
 
-def run_case(harness: Harness, chaos: ChaosSettings, report_dir: Path) -> None:
+def run_case(harness: Harness, chaos: ChaosSettings, report_dir: Path, sharing: SharingSupport = SHARING_OFF) -> None:
     stub = SimpleNamespace(report_dir=report_dir)
     settings = SimpleNamespace(combination=harness.ctx.combination, kubernetes="1.34")
     test_chaos.test_invariants_hold_while_components_restart(
         SMALL, SimpleNamespace(node=SimpleNamespace(nodeid="suites/test_chaos.py::flow")), chaos, harness.ctx,
-        harness.fake, harness.workspace, harness.expect, TIMEOUTS, harness.record, stub, settings,
+        harness.fake, harness.workspace, harness.expect, TIMEOUTS, harness.record, stub, settings, sharing,
     )  # fmt: skip
 
 
@@ -121,6 +162,47 @@ def test_a_seeded_run_on_a_correct_kai_restarts_every_component_and_measures_con
     assert len(back) >= 4 and all(seconds >= DOWNTIME for _, seconds in back)
     restarted = next(note for note in record.notes if "restarted and back:" in note)
     assert "binder, podgrouper, queuecontroller, scheduler" in restarted
+    shared = [note for note in record.notes if note.startswith("chaos GPU sharing:")]
+    assert shared == ["chaos GPU sharing: no fractional workload drawn and no-leftover-reservation not judged: GPU "
+                      "sharing is off on this cluster (Config kai-config spec.admission.gpuSharing = false): install "
+                      "KAI with --kai-set global.gpuSharing=true (on kind, or with --install always)"]  # fmt: skip
+    assert not any("fractional" in note for note in record.notes if note.startswith("mix "))
+
+
+def test_where_gpus_are_shared_mixes_draw_fractions_and_a_correct_kai_holds_every_invariant(
+    flow, fast_polling, tmp_path, monkeypatch
+) -> None:
+    drawn: list[tuple[float, ...]] = []
+
+    def spied(*args, **kwargs):
+        drawn.append(tuple(kwargs["fractions"]))
+        return mixes(*args, **kwargs)
+
+    monkeypatch.setattr(test_chaos, "mixes", spied)
+    harness = harness_for(flow)
+    run_case(harness, chaos_settings(seed=7, budget=1.5), tmp_path, SHARING_ON)
+    record = harness.record.record
+    assert drawn == [FRACTIONS] and all(v.ok for v in record.verdicts), record.verdicts
+    assert [n for n in record.notes if n.startswith("chaos GPU sharing: GPU sharing on")], record.notes
+    assert any("0.5 or 0.25 GPU per pod and judge no-leftover-reservation" in n for n in record.notes)
+
+
+def test_a_reproducer_with_fractional_workloads_skips_where_gpus_are_not_shared_and_replays_where_they_are(
+    flow, fast_polling, tmp_path
+) -> None:
+    path = tmp_path / "reproducer.yaml"
+    data = {"format": FORMAT, "seed": 1, "mix": mix(halves(), faults=(Fault("binder", 0),)).to_data()}
+    path.write_text(__import__("yaml").safe_dump(data))
+    harness = harness_for(flow)
+    with pytest.raises(Skipped, match="the reproducer's mix has fractional workloads, which this cluster cannot run: "
+                       "GPU sharing is off"):  # fmt: skip
+        run_case(harness, chaos_settings(seed=1, budget=2, replay=path), tmp_path, SHARING_OFF)
+    assert harness.fake.objects(kinds.TRAIN_JOB) == []
+
+    shared = harness_for(flow)
+    run_case(shared, chaos_settings(seed=1, budget=2, replay=path), tmp_path / "shared", SHARING_ON)
+    verdicts = {v.detector: v for v in shared.record.record.verdicts}
+    assert all(v.ok for v in verdicts.values()) and "1 group(s) used" in verdicts[LEFTOVER].explanation, verdicts
 
 
 def test_a_kai_broken_after_a_restart_is_found_shrunk_written_and_replayed(

@@ -14,6 +14,13 @@ What it judges at every change, over the whole mix (the invariants of suites/tes
   JobSet restarts or fails the gang).
 * ``one-podgroup-per-trainjob``: never two PodGroups (not being deleted) owned by one TrainJob's JobSet at once.
 * ``no-leftover-bindrequest``: no BindRequest names a pod that is gone for longer than garbage collection may take.
+* ``no-leftover-reservation`` (mixes with fractional workloads): no reservation pod of a GPU group the mix used is
+  left once nothing uses the group, beyond the grace (suites/support/chaos_sharing.py, with KAI's rule).
+
+GPUs are counted as KAI counts them: a pod asking 0.5 GPU counts 0.5 against its queue's quota and limit
+(``queue-limit``, ``non-preemptible-in-quota``, ``fitting-gangs-bound``), and is placed, for ``gang-never-partial``,
+like any pod: bound, or named by a BindRequest the binder has not finished (while the binder waits for its
+reservation pod's answer).
 
 A mix is *settled* when every *active* workload (submitted, not finished, not suspended, not deleted) has all its
 pods and its PodGroup and nothing changed for the quiet time; then no waiting active gang may fit the idle GPUs
@@ -24,13 +31,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kai_conformance.suites.support import chaos_sharing as sharing
 from kai_conformance.suites.support.cases.chaos import ChaosMix
+from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION, Asking, Reservations
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL
 from kai_conformance.suites.support.scale_ledger import DELETED, BurstLedger, GangState, PodState
 from kai_conformance.suites.support.snapshot import (
     Obj,
     is_terminating,
+    labels_of,
     name_list,
     name_of,
     node_of,
@@ -42,6 +53,8 @@ from kai_conformance.suites.support.snapshot import (
 FINISHED = ("Complete", "Failed")
 ONE_PODGROUP = "one-podgroup-per-trainjob"
 LEFTOVER_BINDREQUEST = "no-leftover-bindrequest"
+QUEUE_LIMIT, IN_QUOTA = "queue-limit", "non-preemptible-in-quota"
+BINDER = "binder"
 
 
 @dataclass
@@ -60,10 +73,18 @@ class WorkloadState:
 
 
 class ChaosLedger(BurstLedger):
-    def __init__(self, mix: ChaosMix, grace: float, gc_grace: float) -> None:
+    """``reservation_grace``: how long a reservation pod may outlive its GPU group's use (chaos_sharing.py); the
+    ``gc_grace`` unless given."""
+
+    def __init__(self, mix: ChaosMix, grace: float, gc_grace: float, reservation_grace: float | None = None) -> None:
         super().__init__(mix.plan(), grace)
         self.mix = mix
         self.gc_grace = gc_grace
+        self.fractions = {w.name: w.fraction for w in mix.workloads if w.fraction}
+        # The fractional GPUs bound per queue, beside the base ledger's whole ones (KAI adds them up).
+        self.shared: dict[str, float] = {}
+        self.shared_non_preemptible: dict[str, float] = {}
+        self.reservations = Reservations(gc_grace if reservation_grace is None else reservation_grace)
         self.state = {w.name: WorkloadState() for w in mix.workloads}
         self.names: dict[str, str] = {}  # pod uid → name
         self.live_pods: dict[str, str] = {}  # pod name → gang, for every pod not yet gone
@@ -152,6 +173,7 @@ class ChaosLedger(BurstLedger):
         else:
             self.live_pods[name] = gang
         super().pod(event_type, pod, at)
+        self.reservations.pod(event_type, pod, gang, at)
         after = self.pods.get(uid)
         self._journal_pod(gang, name, before, after, phase, event_type, node_of(pod), at)
         if event_type == DELETED:
@@ -160,6 +182,7 @@ class ChaosLedger(BurstLedger):
     def bindrequest(self, event_type: str, request: Obj, at: float) -> None:
         uid = uid_of(request)
         pod = (request.get("spec") or {}).get("podName") or ""
+        self.reservations.bindrequest(event_type, request, self.live_pods.get(pod, ""), at)
         if event_type == DELETED:
             self.bindrequests.pop(uid, None)
             self.finished_binds.discard(uid)
@@ -180,6 +203,25 @@ class ChaosLedger(BurstLedger):
         if gang is not None:
             self._placement_changed(gang, at)
 
+    def reservation(self, event_type: str, pod: Obj, at: float) -> None:
+        """A pod of KAI's reservation namespace (the binder's, one per shared GPU)."""
+        changed = self.reservations.reservation(event_type, pod, at)
+        if changed:
+            group = labels_of(pod).get(GPU_GROUP_LABEL) or ""
+            self.note(at, self.reservations.gang_of(group), changed)
+            self._changed(at)
+
+    def restarting(self, component: str, at: float) -> None:
+        """A restart of ``component`` began (the run's step)."""
+        if component == BINDER:
+            self.reservations.binder_restarting()
+
+    def back(self, component: str, at: float) -> None:
+        """``component`` is back after a restart: a new pod of it is Ready."""
+        self.note(at, "", f"{component} back")
+        if component == BINDER:
+            self.reservations.binder_returned(at)
+
     def _pod_gone(self, name: str, at: float) -> None:
         for uid, pod in self.bindrequests.items():
             if pod == name:
@@ -199,6 +241,32 @@ class ChaosLedger(BurstLedger):
             self.note(at, gang, f"pod {name} gone")
 
     # ------------------------------------------------------------------------------------------------ hooks
+    def _bound_changed(self, gang: GangState, pod: PodState, at: float, *, now: bool) -> None:
+        fraction = self.fractions.get(gang.plan.name, 0.0)
+        if fraction:  # before the base ledger judges the queues at this change
+            step, queue = fraction if now else -fraction, gang.plan.queue
+            self.shared[queue] = self.shared.get(queue, 0.0) + step
+            if not gang.plan.preemptible:
+                self.shared_non_preemptible[queue] = self.shared_non_preemptible.get(queue, 0.0) + step
+        super()._bound_changed(gang, pod, at, now=now)
+
+    def _judge(self, detector: str, verdict: Verdict) -> None:
+        """The queues are judged on KAI's GPU amounts, fractions included, whatever the base ledger counted."""
+        if detector in (QUEUE_LIMIT, IN_QUOTA):
+            verdict = self._amount_verdict(detector)
+        super()._judge(detector, verdict)
+
+    def _amount_verdict(self, detector: str) -> Verdict:
+        if detector == QUEUE_LIMIT:
+            return sharing.queue_limits(self.amounts(), self.queues.values())
+        return sharing.non_preemptible_quota(self.amounts(non_preemptible=True), self.queues.values())
+
+    def amounts(self, *, non_preemptible: bool = False) -> dict[str, float]:
+        """GPUs bound per queue as KAI counts them: whole GPUs plus fractions."""
+        whole, shared = ((self.held_non_preemptible, self.shared_non_preemptible) if non_preemptible
+                         else (self.held, self.shared))  # fmt: skip
+        return {q: whole.get(q, 0) + shared.get(q, 0.0) for q in {*whole, *shared}}
+
     def _removal_expected(self, gang: GangState, uid: str) -> bool:
         state = self.state[gang.plan.name]
         return state.released or uid in state.failed_round or bool(state.finished)
@@ -221,10 +289,15 @@ class ChaosLedger(BurstLedger):
     # ------------------------------------------------------------------------------------------------ judging
     def guard_verdicts(self, at: float) -> dict[str, Verdict]:
         verdicts = super().guard_verdicts(at)
+        for detector in (QUEUE_LIMIT, IN_QUOTA):
+            if detector in verdicts:
+                verdicts[detector] = self.violations.get(detector) or self._amount_verdict(detector)
         verdicts[ONE_PODGROUP] = self.violations.get(ONE_PODGROUP) or Verdict(
             ONE_PODGROUP, True, "never two PodGroups for one TrainJob at once"
         )
         verdicts[LEFTOVER_BINDREQUEST] = self.leftover_bindrequests(at)
+        if self.fractions:
+            verdicts[LEFTOVER_RESERVATION] = self.reservations.verdict(at)
         for detector, verdict in verdicts.items():
             if not verdict.ok:
                 self.violated_at.setdefault(detector, at)
@@ -241,6 +314,10 @@ class ChaosLedger(BurstLedger):
                     f"than the {self.gc_grace:.1f}s garbage collection may take"))  # fmt: skip
             return self.violations[LEFTOVER_BINDREQUEST]
         return Verdict(LEFTOVER_BINDREQUEST, True, f"no BindRequest outlived its pod ({len(self.bindrequests)} now)")
+
+    def status(self) -> str:
+        shared = sum(self.shared.values())
+        return super().status() + (f", {sharing.gpus(shared)} GPU(s) held in fractions" if self.fractions else "")
 
     def active(self, gang: str) -> bool:
         state = self.state[gang]
@@ -262,6 +339,11 @@ class ChaosLedger(BurstLedger):
 
     def waiting(self) -> list[detect.Waiting]:
         return [w for w in super().waiting() if self.active(w.name)]
+
+    def asking(self) -> list[Asking]:
+        """The active gangs not whole, each pod's GPUs as KAI counts them (a fraction for a fractional pod)."""
+        return [Asking(g.plan.name, g.plan.pods, self.mix.workload(g.plan.name).gpu_amount, g.plan.queue,
+                       g.plan.preemptible) for g in self.gangs.values() if not g.whole and self.active(g.plan.name)]  # fmt: skip
 
     def quiet_after(self, start: float, quiet: float, until: float | None) -> float | None:
         """The first moment after ``start`` from which nothing changed for ``quiet`` seconds, if one came before

@@ -4,8 +4,10 @@ the restarts and the time the cluster took to converge after each (a plot), and 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from kai_conformance.fixtures import progress
 from kai_conformance.fixtures.chaos_options import ChaosSettings
 from kai_conformance.fixtures.settings import Settings
 from kai_conformance.reports.records import CaseRecorder
@@ -13,6 +15,7 @@ from kai_conformance.suites.support.chaos_run import Outcome
 from kai_conformance.suites.support.chaos_search import Campaign, reproducer, write_reproducer
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import Expectations
+from kai_conformance.suites.support.gpu_sharing import SharingSupport
 
 BACK_SERIES = "chaos: seconds until a restarted component was back"
 CONVERGED_SERIES = "chaos: seconds until the cluster converged after a restart"
@@ -38,6 +41,17 @@ def record_campaign(record: CaseRecorder, campaign: Campaign, chaos: ChaosSettin
     restarted = {t.fault.component for o in campaign.outcomes for t in o.restarts if t.restart and t.restart.ready_at}
     record.note(f"[{expect.kai.name}] restarted and back: {', '.join(sorted(restarted)) or 'none'}; per component "
                 + "; ".join(summary(campaign.outcomes, c) for c in components))  # fmt: skip
+
+
+def record_sharing(record: CaseRecorder, support: SharingSupport, fractions: Sequence[float]) -> None:
+    """Once per run: whether mixes draw fractional workloads, and why not."""
+    if fractions:
+        text = (f"{support.describe()}: mixes also draw fractional workloads of "
+                f"{' or '.join(f'{f:g}' for f in fractions)} GPU per pod and judge no-leftover-reservation")  # fmt: skip
+    else:
+        text = f"no fractional workload drawn and no-leftover-reservation not judged: {support.unavailable()}"
+    record.note(f"chaos GPU sharing: {text}")
+    progress.report(f"chaos GPU sharing: {text}")
 
 
 def summary(outcomes: list[Outcome], component: str) -> str:

@@ -8,7 +8,10 @@ the run holds until the next step's moment while the ledger's invariants are jud
 once (the reproducer needs its moment, not more of the run).
 
 Each mix runs under its own names (``m<attempt>-<workload>``, queues ``m<attempt>-<queue>``), so one mix's objects
-never meet the next one's, and is removed before the next begins.
+never meet the next one's, and is removed before the next begins. A mix with fractional workloads also watches KAI's
+reservation namespace (the binder's reservation pods: ``no-leftover-reservation``) and tells the ledger when the
+binder goes down and comes back; the reservation pods' answers on fake GPUs run for the whole case
+(suites/test_chaos.py).
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from kai_conformance.fixtures.kube import KubeApi, WatchEvent
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace
+from kai_conformance.suites.support import chaos_sharing
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault
 from kai_conformance.suites.support.chaos_faults import Restart, Restarter
 from kai_conformance.suites.support.chaos_ledger import ChaosLedger
-from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
+from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.lifecycle import suspend
 from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.scale import idle_gpus
@@ -109,6 +113,31 @@ def steps(mix: ChaosMix) -> list[tuple[float, int, str, ChaosWorkload | Fault]]:
     return sorted(planned, key=lambda s: (s[0], s[1]))
 
 
+class Feeds:
+    """The watches of one mix, started, checked and stopped together: its namespace's kinds and, for a mix with
+    fractional workloads, the pods of KAI's reservation namespace."""
+
+    def __init__(self, *watchers: Watchers) -> None:
+        self.watchers = watchers
+
+    def start(self) -> None:
+        for w in self.watchers:
+            w.start()
+
+    def wait_synced(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for w in self.watchers:
+            w.wait_synced(max(deadline - time.monotonic(), 0.0))
+
+    def check(self) -> None:
+        for w in self.watchers:
+            w.check()
+
+    def stop(self) -> None:
+        for w in self.watchers:
+            w.stop()
+
+
 class MixRunner:
     def __init__(self, kube: KubeApi, ctx: RenderContext, workspace: Workspace, timeouts: TimeoutPolicy,
                  restarter: Restarter, layout: GpuLayout) -> None:  # fmt: skip
@@ -120,15 +149,21 @@ class MixRunner:
         executed = renamed(mix, attempt)
         started = time.monotonic()
         progress.report(f"chaos mix {attempt}: {mix.describe()}")
-        ledger = ChaosLedger(executed, self.quiet, self.timeouts("gc"))
-        lock = threading.Lock()
+        ledger = ChaosLedger(executed, self.quiet, self.timeouts("gc"), self.timeouts("api"))
+        # Reentrant: a restart that is already over calls back into the ledger from the step that started it.
+        lock = threading.RLock()
         queues = [self._applied(q) for q in executed.queue_manifests(self.ctx)]
         trainjobs: dict[str, dict] = {}
         restarts: list[tuple[Fault, float, Future[Restart]]] = []
-        watchers = Watchers(self.kube, namespace=self.ctx.namespace)
+        mine = Watchers(self.kube, namespace=self.ctx.namespace)
         for kind, feed in ((kinds.POD, ledger.pod), (kinds.POD_GROUP, ledger.podgroup),
                            (kinds.BIND_REQUEST, ledger.bindrequest), (kinds.TRAIN_JOB, ledger.trainjob)):  # fmt: skip
-            watchers.watch(kind, _fed(feed, lock))
+            mine.watch(kind, _fed(feed, lock))
+        watchers = Feeds(mine)
+        if executed.fractional:
+            reserved = Watchers(self.kube, namespace=RESERVATION_NAMESPACE)
+            reserved.watch(kinds.POD, _fed(ledger.reservation, lock))
+            watchers = Feeds(mine, reserved)
         begin = time.time()
         pool = ThreadPoolExecutor(4, thread_name_prefix="chaos-restart")
         try:
@@ -159,7 +194,7 @@ class MixRunner:
         progress.report(f"chaos mix {attempt}: {outcome.summary()}")
         return outcome
 
-    def _drive(self, mix: ChaosMix, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers,
+    def _drive(self, mix: ChaosMix, ledger: ChaosLedger, lock: threading.RLock, watchers: Feeds,
                trainjobs: dict[str, dict], restarts: list[tuple[Fault, float, Future[Restart]]],
                pool: ThreadPoolExecutor, begin: float) -> None:  # fmt: skip
         """Every step at its moment, then the settle; a violation or a mix that does not settle ends it early."""
@@ -170,7 +205,10 @@ class MixRunner:
                 with lock:
                     if isinstance(whom, Fault):
                         ledger.note(now, "", f"restart {whom.component}")
-                        restarts.append((whom, now, pool.submit(self.restarter.restart, whom.component)))
+                        ledger.restarting(whom.component, now)
+                        done = pool.submit(self.restarter.restart, whom.component)
+                        done.add_done_callback(_told_back(ledger, lock))
+                        restarts.append((whom, now, done))
                     else:
                         self._act(what, whom, ledger, now, trainjobs)
             self._settle(ledger, lock, watchers, restarts)
@@ -212,7 +250,7 @@ class MixRunner:
         except (errors.NotFound, errors.Invalid, errors.Conflict, errors.Forbidden) as refused:
             ledger.note(now, name, f"{what} refused by the API server: {refused}")
 
-    def _diagnosis(self, ledger: ChaosLedger, lock: threading.Lock, verdicts: dict[str, Verdict]) -> str:
+    def _diagnosis(self, ledger: ChaosLedger, lock: threading.RLock, verdicts: dict[str, Verdict]) -> str:
         """The chain diagnosis of the gangs a violation names (the scale area's, :func:`suites.support.scale.
         diagnosed`), while their objects still exist; empty when nothing is violated or no gang is named."""
         broken = [v for v in verdicts.values() if not v.ok]
@@ -242,7 +280,7 @@ class MixRunner:
         eventually(attempt, what=what, timeout=self.timeouts("webhook"), failure=errors.WaitTimeout)
         return done[0]
 
-    def _hold_until(self, moment: float, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers) -> None:
+    def _hold_until(self, moment: float, ledger: ChaosLedger, lock: threading.RLock, watchers: Feeds) -> None:
         """Judge the invariants until ``moment`` (the next step's): a violation ends the hold at once."""
 
         def probe() -> Observation:
@@ -259,7 +297,7 @@ class MixRunner:
             eventually(probe, what="the next step of the mix", timeout=moment - time.time() + self.timeouts("api"),
                        interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
 
-    def _settle(self, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers,
+    def _settle(self, ledger: ChaosLedger, lock: threading.RLock, watchers: Feeds,
                 restarts: list[tuple[Fault, float, Future[Restart]]]) -> None:  # fmt: skip
         """After the last step: every restart back, then every active gang complete and quiet for the settle time."""
         for _, _, done in restarts:
@@ -278,14 +316,14 @@ class MixRunner:
         eventually(probe, what="the mix settled after its last step", timeout=self.timeouts("schedule"),
                    interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
 
-    def _converged(self, ledger: ChaosLedger, lock: threading.Lock) -> Verdict:
+    def _converged(self, ledger: ChaosLedger, lock: threading.RLock) -> Verdict:
         """``fitting-gangs-bound`` once settled: no active gang waits while the idle GPUs would hold it."""
         free = idle_gpus(self.kube, self.layout)
         with lock:
-            return detect.fitting_gangs_bound(ledger.waiting(), free, ledger.held, ledger.held_non_preemptible,
-                                              ledger.queues)  # fmt: skip
+            return chaos_sharing.fitting_gangs_bound(ledger.asking(), free, ledger.amounts(),
+                                                     ledger.amounts(non_preemptible=True), ledger.queues)  # fmt: skip
 
-    def _timings(self, ledger: ChaosLedger, lock: threading.Lock,
+    def _timings(self, ledger: ChaosLedger, lock: threading.RLock,
                  restarts: list[tuple[Fault, float, Future[Restart]]]) -> list[RestartTiming]:  # fmt: skip
         timings = []
         moments = sorted(at for _, at, _ in restarts)
@@ -301,11 +339,10 @@ class MixRunner:
                 timings.append(RestartTiming(fault, None))
         return timings
 
-    def _remove(
-        self, ledger: ChaosLedger, lock: threading.Lock, watchers: Watchers, trainjobs: dict[str, dict]
-    ) -> None:
-        """Delete the mix's TrainJobs, then wait until their pods are gone and no BindRequest is left, judging
-        ``no-leftover-bindrequest`` all the while (a BindRequest outliving its pod past the grace fires it)."""
+    def _remove(self, ledger: ChaosLedger, lock: threading.RLock, watchers: Feeds, trainjobs: dict[str, dict]) -> None:
+        """Delete the mix's TrainJobs, then wait until their pods are gone and no BindRequest or reservation pod of
+        theirs is left, judging ``no-leftover-bindrequest`` and ``no-leftover-reservation`` all the while (either
+        outliving its pod past its grace fires it)."""
         for name in trainjobs:
             self.kube.delete(kinds.TRAIN_JOB, name, self.ctx.namespace)
             with lock:
@@ -315,18 +352,31 @@ class MixRunner:
             watchers.check()
             now = time.time()
             with lock:
-                leftover = ledger.leftover_bindrequests(now)
-                if not leftover.ok:
-                    raise ConditionViolated(str(leftover))
+                for leftover in (ledger.leftover_bindrequests(now), ledger.reservations.verdict(now)):
+                    if not leftover.ok:
+                        raise ConditionViolated(str(leftover))
                 pods, requests = len(ledger.live_pods), len(ledger.bindrequests)
-            return Observation(pods == 0 and requests == 0, f"{pods} pod(s), {requests} BindRequest(s) left")
+                reserved = len(ledger.reservations.left())
+            return Observation(pods == requests == reserved == 0, f"{pods} pod(s), {requests} BindRequest(s), "
+                               f"{reserved} reservation pod(s) left")  # fmt: skip
 
         with contextlib.suppress(ConditionViolated):  # recorded in the ledger
-            eventually(probe, what="the mix's pods and BindRequests gone", timeout=self.timeouts("gc") * 1.5,
+            eventually(probe, what="the mix's pods, BindRequests and reservation pods gone",
+                       timeout=self.timeouts("gc") * 1.5,
                        interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
 
 
-def _fed(feed, lock: threading.Lock):
+def _told_back(ledger: ChaosLedger, lock: threading.RLock) -> Callable[[Future[Restart]], None]:
+    def told(done: Future[Restart]) -> None:
+        restart = None if done.cancelled() or done.exception() is not None else done.result()
+        if restart is not None and restart.ready_at is not None:
+            with lock:
+                ledger.back(restart.component, restart.ready_at)
+
+    return told
+
+
+def _fed(feed, lock: threading.RLock):
     def handle(event: WatchEvent, observed_at: float) -> None:
         with lock:
             feed(event.type, event.obj, observed_at)

@@ -138,8 +138,11 @@ _QUIET: dict[str, Any] = {
 }
 
 
-def _size(mix: ChaosMix) -> tuple[int, int, int]:
-    return len(mix.workloads), sum(w.pods for w in mix.workloads), len(mix.faults)
+def _size(mix: ChaosMix) -> tuple[int, int, int, int]:
+    """Simpler first: fewer workloads, fewer pods, fewer fractional workloads (GPU sharing only where it matters),
+    fewer restarts."""
+    fractional = sum(1 for w in mix.workloads if w.fraction)
+    return len(mix.workloads), sum(w.pods for w in mix.workloads), fractional, len(mix.faults)
 
 
 def _without_seed(data: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ suites/support/expectations_sharing.py).
   annotated ``run.ai/reserve_for_gpu_index``; the pod is then labelled ``runai-gpu-group``. The answer comes from the
   suite's own fake device layer (``clusters/gpu_sharing.answer_reservations``, run here in place of the thread the
   sharing suite starts on kind). A reservation pod whose group has no pod left is deleted.
+* Queues: a fractional pod counts its fraction against its queue's quota and limit, as KAI's capacity checks count
+  it (suites/support/chaos_sharing.py): the core counts whole GPUs only.
 
 :class:`SharingFaults` switches on misbehaviour for the flow self-tests.
 """
@@ -35,7 +37,7 @@ from kai_conformance.suites.support.expectations_sharing import (
     portion_text,
     sharing_row,
 )
-from kai_conformance.suites.support.snapshot import annotations_of, gpus_of, is_live, labels_of, uid_of
+from kai_conformance.suites.support.snapshot import annotations_of, gpus_of, is_bound, is_live, labels_of, uid_of
 from tests.fakes.binder import Binder
 from tests.fakes.simulation import SCHEDULER, Faults, Obj
 
@@ -51,6 +53,9 @@ class SharingFaults(Faults):
     fractions_never_share: bool = False
     #: The scheduler places the fractional pods that fit and leaves the rest pending (no gang).
     partial_fraction_gangs: bool = False
+    #: After the binder's restart (tests/fakes/restarts.py) it never deletes a reservation pod again: the pods of a
+    #: GPU group go and its reservation pod stays (tests/fakes/restart_faults.py).
+    restart_leaks_reservations: bool = False
 
 
 def fraction_of(pod: Obj) -> float:
@@ -62,6 +67,7 @@ class KaiSharing(Binder):
         super().__post_init__()
         self._groups = itertools.count(1)
         self._planned: dict[str, tuple[str, float]] = {}  # pod uid → (GPU group, fraction)
+        self._asking = 0.0  # the fractions the PodGroup being scheduled asks for
 
     def _forget(self, component: str) -> None:
         """A restarted scheduler's plans are gone (what it decided is in the BindRequests); GPU group names stay
@@ -90,6 +96,42 @@ class KaiSharing(Binder):
         return changed
 
     # ------------------------------------------------------------------------------------------------ scheduler
+    def _schedule_group(self, pg: Obj) -> bool:
+        placed = self._placed()
+        self._asking = sum(fraction_of(p) for p in self._members(pg)
+                           if not is_bound(p) and (p["metadata"]["namespace"], p["metadata"]["name"]) not in placed)  # fmt: skip
+        try:
+            return super()._schedule_group(pg)
+        finally:
+            self._asking = 0.0
+
+    def _over_limit(self, queue: Obj | None, request: float) -> str | None:
+        return super()._over_limit(queue, request + self._asking)
+
+    def _non_preemptible_over_quota(self, pg: Obj, queue: Obj | None, request: float) -> str | None:
+        return super()._non_preemptible_over_quota(pg, queue, request + self._asking)
+
+    def _queue_gpus(self, queue: str, *, non_preemptible: bool = False) -> float:
+        """The core's whole GPUs (its queues below included, through this method) plus the fractions of this
+        queue's own placed pods."""
+        whole = super()._queue_gpus(queue, non_preemptible=non_preemptible)
+
+        def fractions() -> float:
+            groups = [g for g in self.fake.stored(kinds.POD_GROUP) if g["spec"]["queue"] == queue and not (
+                non_preemptible and ex.PRIORITY_CLASSES.get(g["spec"]["priorityClassName"], (50, True))[1])]  # fmt: skip
+            requested = self._placed()
+            total = 0.0
+            for group in groups:
+                for key in self._member_keys(group):
+                    pod = self.fake.store[self.fake._key(kinds.POD, *key)]  # read only
+                    if is_bound(pod) or key in requested:
+                        total += fraction_of(pod)
+            return total
+
+        shared = self._derived(f"queue-fractions:{queue}:{non_preemptible}", fractions,
+                               (kinds.QUEUE, kinds.POD_GROUP, kinds.POD, kinds.BIND_REQUEST))  # fmt: skip
+        return whole + shared
+
     def _shared_devices(self) -> dict[str, list]:
         """GPU group → [node, portion used], from the BindRequests of live fractional pods."""
         live = {uid_of(p) for p in self._all(kinds.POD) if is_live(p)}

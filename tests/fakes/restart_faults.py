@@ -10,7 +10,10 @@ field of :class:`~tests.fakes.simulation.Faults` and acting only once its compon
 * ``restart_duplicates_podgroups``: the podgrouper makes a second PodGroup, owned by the same JobSet, for every gang it
   had grouped before its restart;
 * ``restart_leaks_bindrequests``: the binder drops the ownerReference of every BindRequest it finishes, so garbage
-  collection leaves the BindRequest behind when its pod goes.
+  collection leaves the BindRequest behind when its pod goes;
+* ``restart_leaks_reservations`` (a field of :class:`~tests.fakes.kai_sharing.SharingFaults`: GPU sharing's own
+  faults live there): the binder never deletes a reservation pod again, neither on the events that leave its GPU
+  group unused nor in its start-up sync, so the reservation pod outlives the pods that shared its GPU.
 """
 
 from __future__ import annotations
@@ -85,6 +88,11 @@ class RestartFaults(Restarts):
         if self.faults.restart_leaks_bindrequests and self._restarted(BINDER):
             request["metadata"].pop("ownerReferences", None)
         return super()._finished(request)
+
+    def _release_reservations(self) -> bool:
+        if getattr(self.faults, "restart_leaks_reservations", False) and self._restarted(BINDER):
+            return False
+        return super()._release_reservations()
 
     # -------------------------------------------------------------------------------------------- scheduler
     def scheduler(self) -> bool:

@@ -9,6 +9,7 @@ same mix means the same thing on kind, on the real controllers and on the simula
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -19,6 +20,7 @@ from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, life
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import SHARED_WORKERS, Manifest, WholeCluster
 from kai_conformance.suites.support.cases.scale import BurstPlan, PlannedGang, PlannedQueue, whole_node, whole_nodes
+from kai_conformance.suites.support.cases.sharing import fractional_train_job
 from kai_conformance.suites.support.expectations import PRIORITY_CLASSES
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, queue_name, train_job
 
@@ -43,7 +45,8 @@ class ChaosQueue:
 class ChaosWorkload:
     """One TrainJob: ``pods`` pods of ``gpus`` GPUs each in queue ``queue`` at ``priority``, submitted ``arrive``
     seconds into the mix; it ends as ``ending`` says ``after`` seconds after it arrived (for ``completes`` and
-    ``fails`` the pods' own lifetime, counted from their start)."""
+    ``fails`` the pods' own lifetime, counted from their start). A fractional workload asks ``fraction`` of one GPU
+    per pod (``gpu-fraction``, as the sharing area asks) and no whole GPU (``gpus`` 0)."""
 
     name: str
     pods: int
@@ -56,6 +59,12 @@ class ChaosWorkload:
     resume_after: float | None = None
     #: ``default``: run by the default scheduler (the control), not KAI.
     scheduler: str = "kai"
+    fraction: float = 0.0
+
+    @property
+    def gpu_amount(self) -> float:
+        """GPUs per pod as KAI counts them against quotas and limits: the fraction for a fractional pod."""
+        return self.fraction or float(self.gpus)
 
     @property
     def preemptible(self) -> bool:
@@ -75,7 +84,10 @@ class ChaosWorkload:
         ending = "" if self.ending == "runs" else f", {self.ending} after {self.after:g}s"
         if self.resume_after is not None:
             ending += f", resumed {self.resume_after:g}s later"
-        return f"{self.name} ({self.pods}×{self.gpus} GPU, {self.queue}, {self.priority}, at {self.arrive:g}s{ending})"
+        return (
+            f"{self.name} ({self.pods}×{self.gpu_amount:g} GPU, {self.queue}, {self.priority}, at {self.arrive:g}s"
+            f"{ending})"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,6 +110,10 @@ class ChaosMix:
     #: The seed that drew it (None for a mix written by hand or shrunk from another).
     seed: int | None = None
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fractional(self) -> bool:
+        return any(w.fraction for w in self.workloads)
 
     @property
     def horizon(self) -> float:
@@ -129,13 +145,22 @@ class ChaosMix:
             self.notes,
         )
 
+    def unshared(self, workloads: frozenset[str]) -> ChaosMix:
+        """The mix with the named fractional workloads asking one whole GPU per pod instead (what shrinking tries:
+        a violation that does not need GPU sharing is shown without it)."""
+        changed = tuple(dataclasses.replace(w, gpus=1, fraction=0.0) if w.name in workloads and w.fraction else w
+                        for w in self.workloads)  # fmt: skip
+        return dataclasses.replace(self, workloads=changed, seed=None)
+
     def describe(self) -> str:
-        gpus = sum(w.pods * w.gpus for w in self.workloads)
+        gpus = sum(w.pods * w.gpu_amount for w in self.workloads)
         ends = {e: sum(1 for w in self.workloads if w.ending == e) for e in ENDINGS}
         ending = ", ".join(f"{n} {e}" for e, n in ends.items() if n and e != "runs")
         restarts = ", ".join(f.describe() for f in self.faults) or "no restart"
+        fractional = sum(1 for w in self.workloads if w.fraction)
+        shared = f" ({fractional} fractional)" if fractional else ""
         return (
-            f"{len(self.workloads)} TrainJobs in {len(self.queues)} queue(s) asking for {gpus} GPUs of "
+            f"{len(self.workloads)} TrainJobs{shared} in {len(self.queues)} queue(s) asking for {gpus:g} GPUs of "
             f"{self.cluster_gpus}{'; ' + ending if ending else ''}; {restarts}"
         )
 
@@ -160,8 +185,14 @@ class ChaosMix:
         if workload.scheduler == "default":
             return train_job(workload.name, num_nodes=workload.pods, gpus=workload.gpus, env=env,
                              runtime=DEFAULT_SCHEDULER_RUNTIME, queue=queue_name(ctx.namespace, workload.queue))  # fmt: skip
+        patches = None
+        if workload.fraction:
+            # The sharing area's way of asking for a fraction (its runtimePatches entry puts gpu-fraction on the
+            # pods), so a mix's fractional pods are the ones the sharing cases qualify.
+            shared = fractional_train_job(ctx, workload.name, workload.pods, f"{workload.fraction:g}", workload.queue)
+            patches = shared["spec"]["runtimePatches"]
         return case_train_job(ctx, workload.name, workload.pods, workload.gpus, workload.queue,
-                              priority_class=workload.priority, env=env)  # fmt: skip
+                              priority_class=workload.priority, env=env, runtime_patches=patches)  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------ data
     def to_data(self) -> dict[str, Any]:
