@@ -213,6 +213,24 @@ def test_settled_needs_only_active_workloads_complete_and_waiting_lists_only_the
     assert [w.name for w in mix.ledger.waiting()] == ["w0"]
 
 
+def test_a_gang_whose_failed_pod_awaits_its_job_controller_is_not_judged_as_fitting() -> None:
+    """Seen on the real controllers: a "fails" workload's pod ended after the mix settled and before the judgement,
+    and the Job re-created it only after its backoff; its gang, short of a pod, is not KAI's to place."""
+    mix = Mix(gang("w0", pods=1), gang("w1", pods=1))
+    for name in ("w0", "w1"):
+        mix.create(name, 0)
+    queues = {"q": QueueBounds("q", 8, 8)}
+    assert [a.name for a in mix.ledger.asking()] == ["w0", "w1"]
+    assert not fitting_gangs_bound(mix.ledger.asking(), {"a": 4}, {"q": 0.0}, {}, queues).ok, "both fit and wait"
+    mix.bind("w0-0", 1)
+    mix.end("w0-0", "Failed", 11)
+    mix.delete("w0-0", 12)
+    assert [a.name for a in mix.ledger.asking()] == ["w1"], "w0 waits on its Job's backoff, w1 on KAI"
+    assert [w.name for w in mix.ledger.waiting()] == ["w1"]
+    mix.create("w0", 30)
+    assert [a.name for a in mix.ledger.asking()] == ["w0", "w1"], "re-created, it is KAI's to place again"
+
+
 def test_quiet_after_is_the_first_change_followed_by_the_quiet_time_before_the_next_step() -> None:
     mix = Mix(gang())
     mix.ledger.changes = [10.0, 11.0, 12.5, 30.0]

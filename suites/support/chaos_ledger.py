@@ -23,8 +23,9 @@ like any pod: bound, or named by a BindRequest the binder has not finished (whil
 reservation pod's answer).
 
 A mix is *settled* when every *active* workload (submitted, not finished, not suspended, not deleted) has all its
-pods and its PodGroup and nothing changed for the quiet time; then no waiting active gang may fit the idle GPUs
-(``fitting-gangs-bound``, judged by the run against the cluster).
+pods and its PodGroup and nothing changed for the quiet time; then no waiting gang that KAI could place (active, with
+all its pods and its PodGroup as it is judged: a "fails" workload may lose its pod again between the settling and the
+judgement) may fit the idle GPUs (``fitting-gangs-bound``, judged by the run against the cluster).
 """
 
 from __future__ import annotations
@@ -337,13 +338,20 @@ class ChaosLedger(BurstLedger):
             )
         return Verdict("settled", True, f"nothing changed for {still:.1f}s; {self.status()}")
 
+    def placeable(self, gang: str) -> bool:
+        """An active gang whose pods all exist with their PodGroup: KAI's to place. A gang short of pods waits on its
+        Job controller, not on KAI: a failed pod is re-created only after the Job's backoff (10 s, doubling: seen on
+        the real controllers, 2026-11-24), and a restarting JobSet makes the next attempt's Jobs."""
+        state = self.gangs[gang]
+        return self.active(gang) and state.complete and state.podgroup
+
     def waiting(self) -> list[detect.Waiting]:
-        return [w for w in super().waiting() if self.active(w.name)]
+        return [w for w in super().waiting() if self.placeable(w.name)]
 
     def asking(self) -> list[Asking]:
-        """The active gangs not whole, each pod's GPUs as KAI counts them (a fraction for a fractional pod)."""
+        """The placeable gangs not whole, each pod's GPUs as KAI counts them (a fraction for a fractional pod)."""
         return [Asking(g.plan.name, g.plan.pods, self.mix.workload(g.plan.name).gpu_amount, g.plan.queue,
-                       g.plan.preemptible) for g in self.gangs.values() if not g.whole and self.active(g.plan.name)]  # fmt: skip
+                       g.plan.preemptible) for g in self.gangs.values() if not g.whole and self.placeable(g.plan.name)]  # fmt: skip
 
     def quiet_after(self, start: float, quiet: float, until: float | None) -> float | None:
         """The first moment after ``start`` from which nothing changed for ``quiet`` seconds, if one came before
