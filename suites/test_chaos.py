@@ -61,7 +61,12 @@ from kai_conformance.suites.support.cases.contract import param, skip_unless
 from kai_conformance.suites.support.cases.scale import whole_nodes
 from kai_conformance.suites.support.chaos_faults import Restarter, parse_components
 from kai_conformance.suites.support.chaos_mix import mixes
-from kai_conformance.suites.support.chaos_report import record_campaign, record_sharing, report_violation
+from kai_conformance.suites.support.chaos_report import (
+    record_campaign,
+    record_sharing,
+    report_violation,
+    server_version,
+)
 from kai_conformance.suites.support.chaos_run import MixRunner
 from kai_conformance.suites.support.chaos_search import Campaign, load_reproducer
 from kai_conformance.suites.support.chaos_sharing import FRACTIONS
@@ -151,7 +156,8 @@ def test_invariants_hold_while_components_restart(
     assert campaign.outcomes, f"no chaos mix ran within the budget of {chaos.budget:.0f}s: raise --chaos-budget"
     if shrunk is not None and shrunk.violated:
         directories = [run.report_dir / "chaos", diagnostics_dir(run, request.node)]
-        raise AssertionError(report_violation(record, settings, campaign, original, shrunk, expect, directories))
+        raise AssertionError(report_violation(record, settings, campaign, original, shrunk, expect, directories,
+                                              server_version(kube)))  # fmt: skip
     not_back = [t.describe() for o in campaign.outcomes for t in o.restarts
                 if t.restart is not None and t.restart.ready_at is None]  # fmt: skip
     assert not not_back, f"[{expect.kai.name}] component(s) did not come back after a restart: {'; '.join(not_back)}"

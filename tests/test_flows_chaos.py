@@ -222,6 +222,7 @@ def test_a_kai_broken_after_a_restart_is_found_shrunk_written_and_replayed(
     shrunk, data = load_reproducer(path)
     broken = set(data["violations"])
     assert data["seed"] == 2 and broken <= {"gang-never-partial", "fitting-gangs-bound"} and broken and data["timeline"]
+    assert data["versions"]["kubernetes"] == harness.fake.git_version, "the cluster's own version, not the given minor"
     assert any(w.pods >= 2 for w in shrunk.workloads) and len(shrunk.workloads) <= 2, shrunk.describe()
     assert (tmp_path / "diagnostics").is_dir()
 

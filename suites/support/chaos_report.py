@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kai_conformance.fixtures import progress
+from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.settings import Settings
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.chaos_run import Outcome
@@ -80,12 +81,13 @@ def over_the_run(outcomes: list[Outcome]) -> dict[str, Verdict]:
 
 
 def report_violation(record: CaseRecorder, settings: Settings, campaign: Campaign, original: Outcome | None,
-                     shrunk: Outcome, expect: Expectations, directories: list[Path]) -> str:  # fmt: skip
+                     shrunk: Outcome, expect: Expectations, directories: list[Path], server: str = "") -> str:  # fmt: skip
     """Write the reproducer into each of ``directories`` (the run's ``chaos/`` and the case's diagnostics) and
-    return the failure message naming it and how to replay it."""
+    return the failure message naming it and how to replay it. ``server``: the API server's version, which names
+    the cluster's Kubernetes better than the minor the run was given (an existing cluster's is whatever it runs)."""
     combination = settings.combination
     versions = {"kai": combination.kai.version, "trainer": combination.trainer.version,
-                "jobset": combination.jobset.version, "kubernetes": settings.kubernetes}  # fmt: skip
+                "jobset": combination.jobset.version, "kubernetes": server or settings.kubernetes}  # fmt: skip
     data = reproducer(shrunk, seed=campaign.seed, versions=versions, original=original)
     paths = [write_reproducer(data, directory) for directory in directories]
     for line in shrunk.excerpt:
@@ -101,3 +103,11 @@ def report_violation(record: CaseRecorder, settings: Settings, campaign: Campaig
         + f"reproducer: {paths[0]}\n"
         f"replay: pytest suites -m chaos --chaos-replay={paths[0]} (with this run's cluster options)"
     )
+
+
+def server_version(kube: KubeApi) -> str:
+    """The API server's ``gitVersion``, or "" when it cannot be asked (the reproducer then names the given minor)."""
+    try:
+        return kube.server_version()
+    except errors.KubeError:
+        return ""
