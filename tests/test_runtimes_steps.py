@@ -182,3 +182,21 @@ def test_a_claim_placed_but_never_provisioned_is_named_with_its_last_event() -> 
     )
     fake.put(_claim(node="kc-worker2", phase="Bound"))
     assert tr.unprovisioned_claim(fake, NS) is None
+
+
+def test_the_claims_guard_ends_the_wait_once_a_placed_pods_claim_outlives_the_grace_asking_the_api_sparingly() -> None:
+    now = [0.0]
+    fake = _storage(FakeKube())
+    guard = tr.ClaimsProvisioned(fake, NS, grace=30.0, every=5.0, clock=lambda: now[0])
+    fake.put(_claim(node="kc-worker2"))
+    now[0] = 29.0
+    assert guard(None).ok, "within the grace a provisioner may still be at work"  # type: ignore[arg-type]
+    now[0] = 31.0
+    verdict = guard(None)  # type: ignore[arg-type]
+    assert not verdict.ok and "PersistentVolumeClaim initializer-shipped is Pending" in verdict.explanation
+    fake.put(_claim(node="kc-worker2", phase="Bound"))
+    now[0] = 33.0
+    assert guard(None).explanation == "not judged yet", "asked again only 5 s later"  # type: ignore[arg-type]
+    now[0] = 36.5
+    verdict = guard(None)  # type: ignore[arg-type]
+    assert verdict.ok and verdict.explanation == "every claim of a placed pod is bound"
