@@ -242,3 +242,28 @@ def test_a_webhook_a_restart_took_down_is_waited_out_not_failed_on(flow, fast_po
     applies = [c for c in harness.fake.operations("apply") if c.kind == "TrainJob"]
     assert len(applies) >= 2, "the TrainJob met the Trainer webhook down at least once"
     assert not outcome.violated and outcome.status.startswith("2 of 2 pods bound"), outcome.summary()
+
+
+def test_a_failing_workload_restarts_whole_once_then_fails_and_the_mix_settles(flow, fast_polling, monkeypatch) -> None:
+    """Seen on the real controllers: on the suite's own runtime a failed pod was re-created after a doubling backoff
+    for ever, and the mix waited out its settle budget. ``fails`` workloads run on the lifecycle area's restart
+    runtime: the JobSet restarts the gang once, then fails, and the TrainJob with it."""
+    harness = harness_for(flow)
+    ended: list[dict] = []
+    remove = MixRunner._remove
+
+    def remembered(self, *args, **kwargs):
+        ended.extend(harness.fake.objects(kinds.TRAIN_JOB))
+        return remove(self, *args, **kwargs)
+
+    monkeypatch.setattr(MixRunner, "_remove", remembered)
+    failing = two(arrive=1, ending="fails", after=5)
+    running = ChaosWorkload("w01", 1, 1, "q0", arrive=1)
+    # The pods' lifetime is a whole second at least; the last restart, 4 s in (mix times × 0.02), outlasts two attempts.
+    outcome = run_mix(harness, mix(failing, running, faults=(Fault("binder", 2), Fault("scheduler", 200))))
+    assert not outcome.violated, outcome.summary()
+    states = {t["metadata"]["name"]: {c["type"] for c in t.get("status", {}).get("conditions", [])
+                                      if c.get("status") == "True"} for t in ended}  # fmt: skip
+    assert "Failed" in states["m1-w00"] and "Failed" not in states["m1-w01"], states
+    (runtime,) = [r for r in harness.fake.objects(kinds.TRAINING_RUNTIME) if r["metadata"]["name"] == "chaos-fails"]
+    assert runtime["spec"]["template"]["spec"]["failurePolicy"] == {"maxRestarts": 1}

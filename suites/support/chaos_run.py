@@ -153,6 +153,8 @@ class MixRunner:
         # Reentrant: a restart that is already over calls back into the ledger from the step that started it.
         lock = threading.RLock()
         queues = [self._applied(q) for q in executed.queue_manifests(self.ctx)]
+        for runtime in executed.runtime_manifests(self.ctx):
+            self._applied(runtime)
         trainjobs: dict[str, dict] = {}
         restarts: list[tuple[Fault, float, Future[Restart]]] = []
         mine = Watchers(self.kube, namespace=self.ctx.namespace)

@@ -19,15 +19,30 @@ from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, lifetime_env
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import SHARED_WORKERS, Manifest, WholeCluster
+from kai_conformance.suites.support.cases.lifecycle import restart_runtime
 from kai_conformance.suites.support.cases.scale import BurstPlan, PlannedGang, PlannedQueue, whole_node, whole_nodes
 from kai_conformance.suites.support.cases.sharing import fractional_train_job
 from kai_conformance.suites.support.expectations import PRIORITY_CLASSES
-from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, queue_name, train_job
+from kai_conformance.suites.support.workloads import (
+    NAMESPACED_RUNTIME_KIND,
+    UNLIMITED,
+    case_queue,
+    case_train_job,
+    queue_name,
+    train_job,
+)
 
 #: How a workload ends, if it does: it runs until the mix is over (``runs``), its pods exit 0 (``completes``), its pod 0
-#: exits 1 (``fails``: the runtime's failure policy restarts the gang or fails the TrainJob), the suite deletes the
-#: TrainJob (``deleted``) or suspends it (``suspended``, resumed ``resume_after`` seconds later when that is set).
+#: exits 1 (``fails``: on :data:`FAILS_RUNTIME` the JobSet restarts the gang whole once, then fails, and the TrainJob
+#: with it), the suite deletes the TrainJob (``deleted``) or suspends it (``suspended``, resumed ``resume_after``
+#: seconds later when that is set).
 ENDINGS = ("runs", "completes", "fails", "deleted", "suspended")
+#: The runtime of ``fails`` workloads (the lifecycle area's: the Job fails at its first failed pod, the JobSet
+#: restarts :data:`FAILS_RESTARTS` times). On the suite's own runtime the Job re-creates a failed pod after a backoff
+#: that doubles (10 s, 20 s, ...) for ever: the gang never ends, and on the real controllers a mix waited out its
+#: settle budget on it.
+FAILS_RUNTIME = "chaos-fails"
+FAILS_RESTARTS = 1
 
 
 @dataclass(frozen=True)
@@ -165,6 +180,11 @@ class ChaosMix:
         )
 
     # ------------------------------------------------------------------------------------------- manifests
+    def runtime_manifests(self, ctx: RenderContext) -> list[Manifest]:
+        """The namespaced runtime of the mix's ``fails`` workloads, if it has any."""
+        fails = any(w.ending == "fails" and w.scheduler != "default" for w in self.workloads)
+        return [restart_runtime(ctx, FAILS_RUNTIME, FAILS_RESTARTS)] if fails else []
+
     def queue_manifests(self, ctx: RenderContext) -> list[Manifest]:
         made = []
         for q in self.queues:
@@ -191,8 +211,11 @@ class ChaosMix:
             # pods), so a mix's fractional pods are the ones the sharing cases qualify.
             shared = fractional_train_job(ctx, workload.name, workload.pods, f"{workload.fraction:g}", workload.queue)
             patches = shared["spec"]["runtimePatches"]
+        runtime = (
+            {"runtime": FAILS_RUNTIME, "runtime_kind": NAMESPACED_RUNTIME_KIND} if workload.ending == "fails" else {}
+        )
         return case_train_job(ctx, workload.name, workload.pods, workload.gpus, workload.queue,
-                              priority_class=workload.priority, env=env, runtime_patches=patches)  # fmt: skip
+                              priority_class=workload.priority, env=env, runtime_patches=patches, **runtime)  # fmt: skip
 
     # ------------------------------------------------------------------------------------------------ data
     def to_data(self) -> dict[str, Any]:

@@ -44,7 +44,7 @@ RUN_SECONDS = 15
 FAILURE_EXIT_CODE = 1
 
 
-def _restart_runtime(ctx: RenderContext, name: str, max_restarts: int | None) -> Manifest:
+def restart_runtime(ctx: RenderContext, name: str, max_restarts: int | None) -> Manifest:
     """A runtime whose Job fails at its first failed pod (``backoffLimit: 0``; the Job controller then terminates
     the other pods), with a JobSet failure policy of ``max_restarts`` restarts (None: no failure policy)."""
     node = replicated_job("node", ctx.workload_image, backoff_limit_per_index=None, backoff_limit=0)
@@ -156,7 +156,7 @@ class RestartCase(SideBySide):
     runtime_name: str = "restarts"
 
     def runtime(self, ctx: RenderContext) -> Manifest:
-        return _restart_runtime(ctx, self.runtime_name, self.failure_policy_restarts())
+        return restart_runtime(ctx, self.runtime_name, self.failure_policy_restarts())
 
     def failure_policy_restarts(self) -> int | None:
         return self.max_restarts
