@@ -231,6 +231,30 @@ def test_a_gang_whose_failed_pod_awaits_its_job_controller_is_not_judged_as_fitt
     assert [a.name for a in mix.ledger.asking()] == ["w0", "w1"], "re-created, it is KAI's to place again"
 
 
+def test_a_deleted_gangs_pods_count_in_no_queue_once_its_podgroup_is_gone_as_kai_counts_them() -> None:
+    """Seen on the real controllers: the suite deleted a non-preemptible gang, its PodGroup went before its pods,
+    and KAI bound another non-preemptible gang into the quota the still-bound pods had filled."""
+    mix = Mix(gang("w0", pods=4, priority="build"), gang("w1", pods=4, priority="build"), quota=4)
+    mix.create("w0", 0)
+    for index in range(4):
+        mix.bind(f"w0-{index}", 1)
+    mix.create("w1", 2)
+    kept = copy.deepcopy(mix)
+    mix.ledger.released("w0", 3, how="deleted")
+    podgroup = builders.podgroup(builders.jobset(name="w0"))
+    (podgroup["metadata"]["uid"],) = mix.ledger.state["w0"].podgroups
+    mix.ledger.podgroup("DELETED", podgroup, 3.1)
+    for index in range(4):
+        mix.bind(f"w1-{index}", 3.2)
+    assert mix.verdicts(3.3)["non-preemptible-in-quota"], "w0 is in no queue of KAI's any more"
+    assert mix.ledger.amounts(non_preemptible=True) == {"q": 4}
+    kept.ledger.released("w0", 3, how="deleted")  # its PodGroup still there: KAI still counts w0
+    for index in range(4):
+        kept.bind(f"w1-{index}", 3.2)
+    verdict = kept.ledger.guard_verdicts(3.3)["non-preemptible-in-quota"]
+    assert not verdict.ok and "q runs 5 non-preemptible GPUs, quota 4" in verdict.explanation
+
+
 def test_quiet_after_is_the_first_change_followed_by_the_quiet_time_before_the_next_step() -> None:
     mix = Mix(gang())
     mix.ledger.changes = [10.0, 11.0, 12.5, 30.0]

@@ -263,10 +263,24 @@ class ChaosLedger(BurstLedger):
         return sharing.non_preemptible_quota(self.amounts(non_preemptible=True), self.queues.values())
 
     def amounts(self, *, non_preemptible: bool = False) -> dict[str, float]:
-        """GPUs bound per queue as KAI counts them: whole GPUs plus fractions."""
+        """GPUs bound per queue as KAI counts them: whole GPUs plus fractions, through the gangs' PodGroups. The
+        pods of a gang the suite released (deleted, suspended, removed at the end of the mix) or that finished count
+        in no queue once its PodGroup is gone: the PodGroup may be collected before the pods, and KAI accounts a
+        queue's GPUs by PodGroup (seen on the real controllers: while a deleted gang's pods were still bound, a
+        non-preemptible gang was bound into the quota they had filled)."""
         whole, shared = ((self.held_non_preemptible, self.shared_non_preemptible) if non_preemptible
                          else (self.held, self.shared))  # fmt: skip
-        return {q: whole.get(q, 0) + shared.get(q, 0.0) for q in {*whole, *shared}}
+        totals = {q: whole.get(q, 0) + shared.get(q, 0.0) for q in {*whole, *shared}}
+        for pod in self.pods.values():
+            gang = self.gangs[pod.gang]
+            if pod.bound and self._unaccounted(pod.gang) and not (non_preemptible and gang.plan.preemptible):
+                queue = gang.plan.queue
+                totals[queue] = totals.get(queue, 0.0) - (self.fractions.get(pod.gang) or pod.gpus)
+        return totals
+
+    def _unaccounted(self, gang: str) -> bool:
+        state = self.state[gang]
+        return (state.released or bool(state.finished)) and not state.podgroups
 
     def _removal_expected(self, gang: GangState, uid: str) -> bool:
         state = self.state[gang.plan.name]
