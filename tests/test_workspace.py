@@ -172,3 +172,49 @@ def test_a_job(workspace):
     result.assert_outcomes(passed=1)
     assert at_namespace_delete == [[]]
     assert fake.objects(kinds.JOB) == [] and fake.objects(kinds.NAMESPACE) == []
+
+
+# ------------------------------------------------------------------------------ Trainer's cache behind the API
+def _workspace(fake: FakeKube):
+    from kai_conformance.fixtures.cleanup import CleanupStack
+    from kai_conformance.fixtures.waits import TimeoutPolicy
+    from kai_conformance.fixtures.workspace import Workspace
+
+    workspace = Workspace(fake, "run", "suites/test_x.py::case", "ns", TimeoutPolicy(scale=0.01), CleanupStack("case"))
+    workspace.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})
+    return workspace
+
+
+def _trainjob(runtime: str) -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
+            "spec": {"runtimeRef": {"name": runtime, "apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime"}}}  # fmt: skip
+
+
+REFUSED = (
+    'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimeRef: Invalid value: '
+    '{"name":"rt"}: TrainingRuntime.trainer.kubeflow.org "rt" not found: specified trainingRuntime must be created '
+    "before the TrainJob is created"
+)
+
+
+def test_a_trainjob_is_applied_again_while_trainers_cache_has_not_seen_the_runtime_the_test_just_made(
+    fast_polling,
+) -> None:
+    """Seen on real kind under -n 2: Trainer's validator reads runtimes from its cache, which trails the API."""
+    fake = FakeKube()
+    workspace = _workspace(fake)
+    workspace.apply({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": "rt"},
+                     "spec": {}})  # fmt: skip
+    fake.fail("apply", 403, kind="TrainJob", times=2, message=REFUSED)
+    stored = workspace.apply(_trainjob("rt"))
+    assert stored["metadata"]["name"] == "tj" and fake.find(kinds.TRAIN_JOB, "tj", "ns") is not None
+
+
+def test_a_trainjob_naming_a_runtime_the_test_did_not_make_is_refused_at_once() -> None:
+    from kai_conformance.fixtures import errors
+
+    fake = FakeKube()
+    workspace = _workspace(fake)
+    fake.fail("apply", 403, kind="TrainJob", times=1, message=REFUSED)
+    with pytest.raises(errors.Forbidden, match="must be created before the TrainJob"):
+        workspace.apply(_trainjob("rt"))
