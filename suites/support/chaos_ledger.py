@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kai_conformance.suites.support import chaos_sharing as sharing
 from kai_conformance.suites.support.cases.chaos import ChaosMix
 from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION, Asking, Reservations
 from kai_conformance.suites.support.detectors import scale as detect
@@ -259,8 +258,8 @@ class ChaosLedger(BurstLedger):
 
     def _amount_verdict(self, detector: str) -> Verdict:
         if detector == QUEUE_LIMIT:
-            return sharing.queue_limits(self.amounts(), self.queues.values())
-        return sharing.non_preemptible_quota(self.amounts(non_preemptible=True), self.queues.values())
+            return detect.queue_limits(self.amounts(), self.queues.values())
+        return detect.non_preemptible_quota(self.amounts(non_preemptible=True), self.queues.values())
 
     def amounts(self, *, non_preemptible: bool = False) -> dict[str, float]:
         """GPUs bound per queue as KAI counts them: whole GPUs plus fractions, through the gangs' PodGroups. The
@@ -332,7 +331,7 @@ class ChaosLedger(BurstLedger):
 
     def status(self) -> str:
         shared = sum(self.shared.values())
-        return super().status() + (f", {sharing.gpus(shared)} GPU(s) held in fractions" if self.fractions else "")
+        return super().status() + (f", {detect.gpus(shared)} GPU(s) held in fractions" if self.fractions else "")
 
     def active(self, gang: str) -> bool:
         state = self.state[gang]

@@ -29,10 +29,14 @@ sync before its start-up sync. Groups no pod of the mix used are not the mix's t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kai_conformance.suites.support.detectors.scale import QueueBounds
+from kai_conformance.suites.support.detectors.scale import (
+    EPSILON,
+    QueueBounds,
+    gpus,
+)
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL
 from kai_conformance.suites.support.snapshot import Obj, is_terminating, labels_of, name_list, name_of, uid_of
@@ -45,12 +49,6 @@ LEFTOVER_RESERVATION = "no-leftover-reservation"
 #: not yet given a phase is Pending.
 USING_PHASES = ("", "Pending", "Running")
 FINISHED_BINDS = ("Succeeded", "Failed")
-EPSILON = 1e-9
-
-
-def gpus(amount: float) -> str:
-    """A GPU amount as the verdicts show it: ``3``, ``2.5``."""
-    return f"{round(amount, 4):g}"
 
 
 # ------------------------------------------------------------------------------------------ GPUs as KAI counts them
@@ -76,28 +74,6 @@ def room(free: Mapping[str, int], per_pod: float) -> int:
         per_gpu = int(1 / per_pod + EPSILON)
         return sum(left * per_gpu for left in free.values() if left > 0)
     return sum(int(left // per_pod + EPSILON) for left in free.values() if left > 0)
-
-
-def queue_limits(held: Mapping[str, float], queues: Iterable[QueueBounds]) -> Verdict:
-    """Every queue's bound GPUs (fractions counted as fractions) within its limit: the scale area's ``queue-limit``
-    (suites/support/detectors/scale.py) over amounts that may be fractional, with the same words."""
-    queues = list(queues)
-    over = [f"{q.name} holds {gpus(held.get(q.name, 0))} GPUs, limit {q.limit}" for q in queues
-            if q.limit >= 0 and held.get(q.name, 0) > q.limit + EPSILON]  # fmt: skip
-    if over:
-        return Verdict("queue-limit", False, "queue over its GPU limit: " + "; ".join(over))
-    shown = ", ".join(f"{q.name} {gpus(held.get(q.name, 0))}/{q.limit if q.limit >= 0 else '∞'}" for q in queues)
-    return Verdict("queue-limit", True, f"every queue within its GPU limit ({shown})")
-
-
-def non_preemptible_quota(held: Mapping[str, float], queues: Iterable[QueueBounds]) -> Verdict:
-    """Every queue's non-preemptible bound GPUs within its quota (the scale area's, over fractional amounts)."""
-    over = [f"{q.name} runs {gpus(held.get(q.name, 0))} non-preemptible GPUs, quota {q.quota}" for q in queues
-            if q.quota >= 0 and held.get(q.name, 0) > q.quota + EPSILON]  # fmt: skip
-    if over:
-        return Verdict("non-preemptible-in-quota", False,
-                       "non-preemptible workloads over their queue's quota: " + "; ".join(over))  # fmt: skip
-    return Verdict("non-preemptible-in-quota", True, "non-preemptible workloads within their queues' quotas")
 
 
 def fits(gang: Asking, free: Mapping[str, int], held: Mapping[str, float], held_non_preemptible: Mapping[str, float],

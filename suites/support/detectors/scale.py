@@ -88,20 +88,30 @@ class QueueBounds:
     limit: int
 
 
-def queue_limits(held: Mapping[str, int], queues: Iterable[QueueBounds]) -> Verdict:
-    """Every queue's bound GPUs within its limit."""
-    over = [f"{q.name} holds {held.get(q.name, 0)} GPUs, limit {q.limit}" for q in queues
-            if q.limit >= 0 and held.get(q.name, 0) > q.limit]  # fmt: skip
+#: Tolerance when comparing GPU amounts: a fractional pod counts its fraction (0.25 + 0.25 + 0.5 is 1 GPU).
+EPSILON = 1e-9
+
+
+def gpus(amount: float) -> str:
+    """A GPU amount as the verdicts show it: ``3``, ``2.5``."""
+    return f"{round(amount, 4):g}"
+
+
+def queue_limits(held: Mapping[str, float], queues: Iterable[QueueBounds]) -> Verdict:
+    """Every queue's bound GPUs within its limit (a fractional pod counts its fraction, as KAI counts it)."""
+    queues = list(queues)
+    over = [f"{q.name} holds {gpus(held.get(q.name, 0))} GPUs, limit {q.limit}" for q in queues
+            if q.limit >= 0 and held.get(q.name, 0) > q.limit + EPSILON]  # fmt: skip
     if over:
         return Verdict("queue-limit", False, "queue over its GPU limit: " + "; ".join(over))
-    shown = ", ".join(f"{q.name} {held.get(q.name, 0)}/{q.limit if q.limit >= 0 else '∞'}" for q in queues)
+    shown = ", ".join(f"{q.name} {gpus(held.get(q.name, 0))}/{q.limit if q.limit >= 0 else '∞'}" for q in queues)
     return Verdict("queue-limit", True, f"every queue within its GPU limit ({shown})")
 
 
-def non_preemptible_quota(held: Mapping[str, int], queues: Iterable[QueueBounds]) -> Verdict:
+def non_preemptible_quota(held: Mapping[str, float], queues: Iterable[QueueBounds]) -> Verdict:
     """Every queue's non-preemptible bound GPUs within its quota."""
-    over = [f"{q.name} runs {held.get(q.name, 0)} non-preemptible GPUs, quota {q.quota}" for q in queues
-            if q.quota >= 0 and held.get(q.name, 0) > q.quota]  # fmt: skip
+    over = [f"{q.name} runs {gpus(held.get(q.name, 0))} non-preemptible GPUs, quota {q.quota}" for q in queues
+            if q.quota >= 0 and held.get(q.name, 0) > q.quota + EPSILON]  # fmt: skip
     if over:
         return Verdict("non-preemptible-in-quota", False,
                        "non-preemptible workloads over their queue's quota: " + "; ".join(over))  # fmt: skip
