@@ -265,7 +265,9 @@ class ChaosLedger(BurstLedger):
         """GPUs bound per queue as KAI counts them: whole GPUs plus fractions, through the gangs' PodGroups. The
         pods of a gang the suite released (deleted, suspended, removed at the end of the mix) or that finished count
         in no queue once its PodGroup is gone: the PodGroup may be collected before the pods, and KAI accounts a
-        queue's GPUs by PodGroup (seen on the real controllers: while a deleted gang's pods were still bound, a
+        queue's GPUs by PodGroup (its snapshot builds jobs from the PodGroups it lists and attaches pods to them,
+        ``pkg/scheduler/cache/cluster_info/cluster_info.go`` ``snapshotPodGroups`` 416–470 at v0.17.0; the nodes still
+        count the pods' GPUs) (seen on the real controllers: while a deleted gang's pods were still bound, a
         non-preemptible gang was bound into the quota they had filled)."""
         whole, shared = ((self.held_non_preemptible, self.shared_non_preemptible) if non_preemptible
                          else (self.held, self.shared))  # fmt: skip
