@@ -165,8 +165,15 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     suite_objects = apply_suite_objects(kube, run.run_id, settings.workload_image, settings.timeouts)
     if settings.install and (state.provider == "kind" or gpu_sharing.has_fake_gpu_nodes(kube)):
         suite_objects += gpu_sharing.ensure_fraction_runtime_class(kube, run.run_id)  # fake GPUs have no `nvidia`
-    behaviour = prove_scheduling(kube, run.run_id, settings.workload_image, settings.timeouts)
-    slices, slice_record = _slices(kube, state, settings, run)
+    # The slices' schedulers are KAI's operator's work and their probes need only their own nodes: both run beside
+    # the cluster's own probe, each with a client of its own.
+    proven = in_parallel({
+        "KAI behaviour probe": lambda: prove_scheduling(ctx.kube_factory(), run.run_id, settings.workload_image,
+                                                        settings.timeouts),
+        "slices": lambda: _slices(ctx.kube_factory, state, settings, run),
+    })  # fmt: skip
+    behaviour = proven["KAI behaviour probe"]
+    slices, slice_record = proven["slices"]
     layout = {name: gpus for name, gpus in layout.items() if not any(name in s for s in slices.values())}
     stack = {
         "combination": settings.combination.name,
@@ -204,11 +211,11 @@ def _kind_record(settings: Settings) -> dict[str, Any]:
 
 
 def _slices(
-    kube: KubeApi, state: ClusterState, settings: Settings, run: RunContext
+    kube_factory: Callable[[], KubeApi], state: ClusterState, settings: Settings, run: RunContext
 ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     """The slices' nodes (slice → node → GPUs) and what installing them recorded; none off kind."""
     layouts = settings.topology.slice_layouts(state.name) if state.provider == "kind" else {}
-    record = install_slices(kube, run.run_id, layouts, settings.workload_image, settings.timeouts)
+    record = install_slices(kube_factory, run.run_id, layouts, settings.workload_image, settings.timeouts)
     return {name: layout.by_name() for name, layout in layouts.items()}, record
 
 

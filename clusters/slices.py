@@ -23,11 +23,14 @@ The facts and what they imply for each area are in docs/research/upstream-facts.
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.kai import NAMESPACE as KAI_NAMESPACE
 from kai_conformance.clusters.install.readiness import wait_deployments
+from kai_conformance.clusters.install.stack import in_parallel
 from kai_conformance.clusters.install.suite import apply_stack_objects
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
@@ -86,20 +89,33 @@ def slice_manifests(default: dict[str, Any], slice_name: str) -> list[dict[str, 
 
 
 def install_slices(
-    kube: KubeApi, run_id: str, layouts: dict[str, GpuLayout], image: str, timeouts: TimeoutPolicy
+    kube_factory: Callable[[], KubeApi],
+    run_id: str,
+    layouts: dict[str, GpuLayout],
+    image: str,
+    timeouts: TimeoutPolicy,
 ) -> dict[str, Any]:
     """Create every slice's shard and parent queue, wait for its scheduler, and prove it schedules on the slice's
-    nodes (the behaviour probe, routed to the slice); returns what was made, for ``ClusterState.stack``."""
+    nodes (the behaviour probe, routed to the slice); returns what was made, for ``ClusterState.stack``.
+    ``kube_factory`` gives each thread a client of its own."""
     if not layouts:
         return {}
+    kube = kube_factory()
     default = default_shard(kube)
     apply_stack_objects(kube, run_id, [obj for name in layouts for obj in slice_manifests(default, name)], timeouts)
     refs = [(KAI_NAMESPACE, scheduler_deployment(name)) for name in layouts]
     wait_deployments(kube, refs, timeouts, "KAI schedulers of the slices")
+    # Each slice has a scheduler of its own, so the probes are independent: run side by side, they cost the run
+    # one probe's time (about 20 s on kind, most of it the Job controller's back-off before it counts the eviction).
+    probes = in_parallel({
+        name: functools.partial(prove_scheduling, kube_factory(), run_id, image, timeouts, node_pool=name,
+                                parent=parent_queue_name(name))
+        for name in layouts
+    })  # fmt: skip
     record: dict[str, Any] = {}
     for name, layout in layouts.items():
         nodes = sorted(n.name for n in layout.nodes)
-        probe = prove_scheduling(kube, run_id, image, timeouts, node_pool=name, parent=parent_queue_name(name))
+        probe = probes[name]
         if probe["node"] not in nodes:
             raise errors.InfrastructureError(
                 f"slice {name}'s behaviour probe was bound to {probe['node']}, not to one of the slice's nodes "

@@ -200,3 +200,24 @@ def test_the_simulated_kai_keeps_each_node_pool_to_its_nodes_and_queues(fake: Fa
         if len(nodes) == 2 and all(nodes.values()):
             break
     assert nodes == {"ns-a": "w-slice", "ns-b": "w-shared"}
+
+
+def test_the_slices_probes_run_side_by_side(fake: FakeKube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each probe waits at a barrier for the other: run one after the other, the first would wait alone and fail."""
+    from kai_conformance.clusters import slices
+
+    fake.put({"apiVersion": kinds.SCHEDULING_SHARD.api_version, "kind": "SchedulingShard",
+              "metadata": {"name": "default"}, "spec": {"partitionLabelValue": ""}})  # fmt: skip
+    layouts = with_slices(load_topology("pr-gate"), 2).slice_layouts("kc")
+    both_probing = threading.Barrier(len(layouts), timeout=5)
+
+    def probe(kube: object, run_id: str, image: str, timeouts: object, *, node_pool: str, parent: str) -> dict:
+        both_probing.wait()
+        node = layouts[node_pool].nodes[0].name
+        return {"node": node, "seconds": {"evicted": 1.0}}
+
+    monkeypatch.setattr(slices, "prove_scheduling", probe)
+    monkeypatch.setattr(slices, "wait_deployments", lambda *args: None)
+    record = slices.install_slices(lambda: fake, "run", layouts, "img", TimeoutPolicy(scale=1.0))
+    assert sorted(record) == ["kc-slice-1", "kc-slice-2"]
+    assert record["kc-slice-2"]["nodes"] == ["kc-worker7", "kc-worker8", "kc-worker9"]
