@@ -234,7 +234,10 @@ def _areas(m: dict[str, Any]) -> list[str]:
               for a in m["areas"]]  # fmt: skip
     if not m["slot_wait_reported"]:
         return [*lines, "", f"No case reported `{SLOT_WAIT}`: slot waits are counted as 0."]
-    lines += ["", f"{m['slot_wait_reported']} of {m['cases']} cases reported `{SLOT_WAIT}` (the others count 0):", ""]
+    reported = f"{m['slot_wait_reported']} of {m['cases']} cases reported `{SLOT_WAIT}` (the others count 0)"
+    if not m["slot_waits"]:
+        return [*lines, "", f"{reported}; none of them waited for a slot."]
+    lines += ["", f"{reported}; the longest waits:", ""]
     return lines + [f"* {w['seconds']:.1f} s `{w['nodeid']}`" for w in m["slot_waits"]]
 
 

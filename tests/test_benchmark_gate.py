@@ -25,6 +25,9 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 </testcase>
 </testsuite></testsuites>
 """
+NONE_WAITED = """<testsuites><testsuite name="pytest">
+<testcase classname="suites.test_labels" name="test_owner" time="3.0"><properties>
+  <property name="slot-wait-seconds" value="0.0"/></properties></testcase></testsuite></testsuites>"""
 NO_SLOT_WAITS = """<testsuites><testsuite name="pytest">
 <testcase classname="suites.test_labels" name="test_owner" time="3.0"/></testsuite></testsuites>"""
 
@@ -86,10 +89,17 @@ def test_figures_per_area_comparison_and_estimate(tmp_path: Path) -> None:
     assert "| serial | 60.0 s (1 min 0 s) | 1 | 4 | 1 failed, 2 passed, 1 xfailed | 36.0 s | 3.5 s | – → – |" in text
     assert "| n2 | serial | 0.5 | 0.08 |" in text
     assert "| gang | 2 | 30.5 s | 2.5 s |" in text
-    assert "* serial: `pytest`" in text and "2 of 4 cases reported `slot-wait-seconds`" in text
+    assert "* serial: `pytest`" in text
+    assert "2 of 4 cases reported `slot-wait-seconds` (the others count 0); the longest waits:" in text
     assert "* 2.5 s `suites/test_gang.py::test_fits[two-pods]`" in text
     assert "No case reported `slot-wait-seconds`: slot waits are counted as 0." in text
     assert "## Estimate for `-n 4` on 4 cores (an estimate, not measured)" in text and "**≈ 48.0 s**" in text
+
+
+def test_cases_that_reported_no_wait_are_said_to_have_waited_for_none(tmp_path: Path) -> None:
+    n2 = report_dir(tmp_path, "n2", NONE_WAITED)
+    text = write(tmp_path, figures_of({"cpus": 2}, [ModeResult("n2", ["pytest"], str(n2), 30.0, 0)]))
+    assert "1 of 1 cases reported `slot-wait-seconds` (the others count 0); none of them waited for a slot." in text
 
 
 def test_no_estimate_without_what_it_needs(tmp_path: Path) -> None:
