@@ -158,3 +158,19 @@ def test_no_mix_starts_unless_the_longest_so_far_still_fits_the_budget_left() ->
     assert not campaign.spent()
     now[0] = 41.0
     assert campaign.spent(), "a 60 s mix started at 41 s would end past the 100 s budget"
+
+
+def test_a_near_copy_of_a_mix_that_ran_is_passed_over_while_the_strategy_draws_others() -> None:
+    """Two descriptions, each drawn with many quotas: each runs once, then the budget goes to what is left."""
+    one = ChaosMix((ChaosQueue("q0", 4),), (ChaosWorkload("w00", 2, 1, "q0"),), (Fault("binder", 0),), 16)
+    two = ChaosMix((ChaosQueue("q0", 4),), (ChaosWorkload("w00", 3, 1, "q0"),), (Fault("binder", 0),), 16)
+    drawn = st.tuples(st.sampled_from([one, two]), st.integers(0, 10_000)).map(
+        lambda picked: dataclasses.replace(picked[0], queues=(ChaosQueue("q0", picked[1]),))
+    )
+    ticks = iter(range(100_000))
+    campaign = Campaign(needle, seed=7, budget=400, clock=lambda: float(next(ticks)))
+    assert campaign.search(drawn) is None
+    described = [o.mix.describe() for o in campaign.outcomes]
+    assert sorted(set(described[:2])) == sorted({one.describe(), two.describe()}), described
+    assert campaign.near_copies_skipped >= 100, "near-copies passed over while the two descriptions were new"
+    assert len(campaign.outcomes) > 2, "with nothing new left to draw, near-copies run after all: the budget is spent"

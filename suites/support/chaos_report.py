@@ -26,7 +26,8 @@ def record_campaign(record: CaseRecorder, campaign: Campaign, chaos: ChaosSettin
                     expect: Expectations) -> None:  # fmt: skip
     seed = f"seed {chaos.seed} ({'given' if chaos.seed_given else 'drawn'}; again: --chaos-seed {chaos.seed})"
     record.note(f"chaos {seed}; budget {chaos.budget:.0f}s; {len(campaign.outcomes)} mix(es) run, "
-                f"{campaign.shrink_runs} of them while shrinking; components {', '.join(components)}")  # fmt: skip
+                f"{campaign.shrink_runs} of them while shrinking, {campaign.near_copies_skipped} near-copies passed over; "
+                f"components {', '.join(components)}")  # fmt: skip
     for index, outcome in enumerate(campaign.outcomes, 1):
         record.note(f"mix {index} ({outcome.seconds:.0f}s): {outcome.mix.describe()} → {outcome.summary()}")
         for timing in outcome.restarts:
