@@ -461,17 +461,22 @@ def test_under_xdist_serial_cases_start_first_those_that_never_take_a_slice_befo
     ]  # fmt: skip
 
 
-def test_seat_order_applies_in_xdist_workers_of_a_suite_run_only(monkeypatch) -> None:
-    from kai_conformance.fixtures import plugin, scheduling
+def test_seat_order_applies_in_xdist_workers_of_a_suite_run_only(monkeypatch, tmp_path) -> None:
+    from kai_conformance.fixtures import plugin, run, scheduling
+    from kai_conformance.fixtures.lanes import ORDINARY, SLICEABLE, read_ranks
 
     items = [_Item("ordinary"), _Item("serial", "serial")]
+    for item in items:
+        item.nodeid = f"suites/test_x.py::{item.name}"  # type: ignore[attr-defined]
     monkeypatch.setattr(plugin, "in_suite_mode", lambda config: True)
+    monkeypatch.setattr(run, "run_context", lambda config: SimpleNamespace(state_dir=tmp_path))
     for config, expected in ((SimpleNamespace(), ["ordinary", "serial"]),
                              (SimpleNamespace(workerinput={}), ["serial", "ordinary"])):  # fmt: skip
-        run = list(items)
-        scheduling.pytest_collection_modifyitems(config, run)  # type: ignore[arg-type]
-        assert [i.name for i in run] == expected
+        ordered = list(items)
+        scheduling.pytest_collection_modifyitems(config, ordered)  # type: ignore[arg-type]
+        assert [i.name for i in ordered] == expected
+    assert read_ranks(tmp_path) == {"suites/test_x.py::serial": SLICEABLE, "suites/test_x.py::ordinary": ORDINARY}
     monkeypatch.setattr(plugin, "in_suite_mode", lambda config: False)
-    run = list(items)
-    scheduling.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), run)  # type: ignore[arg-type]
-    assert [i.name for i in run] == ["ordinary", "serial"], "the self-tests' own order is left alone"
+    ordered = list(items)
+    scheduling.pytest_collection_modifyitems(SimpleNamespace(workerinput={}), ordered)  # type: ignore[arg-type]
+    assert [i.name for i in ordered] == ["ordinary", "serial"], "the self-tests' own order is left alone"
