@@ -171,7 +171,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         "KAI behaviour probe": lambda: prove_scheduling(ctx.kube_factory(), run.run_id, settings.workload_image,
                                                         settings.timeouts),
         "slices": lambda: _slices(ctx.kube_factory, state, settings, run),
-    })  # fmt: skip
+    }, cancellable=True)  # fmt: skip
     behaviour = proven["KAI behaviour probe"]
     slices, slice_record = proven["slices"]
     layout = {name: gpus for name, gpus in layout.items() if not any(name in s for s in slices.values())}

@@ -111,7 +111,7 @@ def install_slices(
         name: functools.partial(prove_scheduling, kube_factory(), run_id, image, timeouts, node_pool=name,
                                 parent=parent_queue_name(name))
         for name in layouts
-    })  # fmt: skip
+    }, cancellable=True)  # fmt: skip
     record: dict[str, Any] = {}
     for name, layout in layouts.items():
         nodes = sorted(n.name for n in layout.nodes)

@@ -158,3 +158,43 @@ def test_removal_reports_a_parent_queue_the_webhook_keeps(fake: FakeKube) -> Non
     assert len(problems) == 1
     assert "removal of the suite's Queue objects: not reached" in problems[0]
     assert "deletion refused: cannot delete queue kai-conformance: it has child queues [q1]" in problems[0]
+
+
+def test_an_interrupted_cancellable_step_removes_what_it_made_before_the_run_goes_on(fast_polling) -> None:
+    """A Ctrl-C (SIGTERM alike) reaches only the main thread: it is passed on to each step's wait, nested steps
+    included (the slices' probes inside the slices' step), and the main thread raises only once each has removed
+    what it made."""
+    import signal
+    import time
+
+    from kai_conformance.fixtures.waits import Observation, eventually
+
+    made: set[str] = set()
+    waiting = threading.Barrier(4, timeout=5)
+
+    def step(name: str) -> None:
+        made.add(name)
+        try:
+            waiting.wait()
+            eventually(lambda: Observation(False, "never"), what=name, timeout=30, failure=errors.WaitTimeout)
+        finally:  # the removal waits as usual after the interruption
+            eventually(lambda: Observation(True, "gone"), what=f"removal of {name}", timeout=1)
+            made.discard(name)
+
+    def nested() -> None:
+        stack_install.in_parallel({"inner-a": lambda: step("inner-a"), "inner-b": lambda: step("inner-b")},
+                                  cancellable=True)  # fmt: skip
+
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt_once_all_wait() -> None:
+        waiting.wait()
+        signal.pthread_kill(main, signal.SIGINT)  # a real signal: it breaks the main thread's join
+
+    threading.Thread(target=interrupt_once_all_wait, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        stack_install.in_parallel({"probe": lambda: step("probe"), "slices": nested}, cancellable=True)
+    assert made == set(), "every step removed what it made before the main thread went on"
+    assert time.monotonic() - started < 10, "the steps' waits ended at the interruption, not at their 30 s timeout"

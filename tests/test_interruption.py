@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kai_conformance.clusters.install.behaviour import JOB_NAME, NAMESPACE_PREFIX
 from kai_conformance.fixtures import cleanup, kinds
 from kai_conformance.fixtures.ownership import RUN_LABEL
 from tests.fakes.apiserver import serve
@@ -151,6 +152,25 @@ def test_sigterm_mid_burst_is_a_ctrl_c_that_exits_as_terminated(
     assert err.count("interrupted (SIGTERM): removing everything run") == 1
     assert "a second SIGTERM leaves them behind" in err
     assert signal.getsignal(signal.SIGTERM) is previous  # the run gives the handler back
+
+
+def test_sigterm_during_the_behaviour_probe_removes_the_probes_namespace_job_and_queue(
+    tmp_path: Path,
+    fake: FakeKube,
+    cluster_world: SimulatedStack,  # noqa: F811
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The probe runs in a thread of its own (beside the slices' probes, clusters/provision.py): the SIGTERM reaches
+    the main thread, which passes it on to the probe's wait; the probe removes what it made before the run goes on
+    interrupted."""
+    ctrl_c_at(fake, "Job", 1, prefix=JOB_NAME, sig=signal.SIGTERM)
+    code, err = interrupted_run(tmp_path, fake, capfd, "probe")
+    assert code == 143
+    assert any(c.kind == "Job" and c.name == JOB_NAME for c in fake.operations("apply")), "the probe had begun"
+    assert left_of_the_run(fake, run_id_of(fake)) == []
+    assert not [n for n in fake.objects(kinds.NAMESPACE) if n["metadata"]["name"].startswith(NAMESPACE_PREFIX)]
+    assert "interrupted: KAI behaviour probe, slices removing what they made" in err
+    assert "Traceback" not in err
 
 
 def test_ctrl_c_during_fake_node_creation_removes_the_nodes_made_so_far(

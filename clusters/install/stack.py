@@ -10,20 +10,28 @@ from typing import Any, TypeVar
 from kai_conformance.clusters.install import jobset, kai, trainer
 from kai_conformance.clusters.install.common import running_images
 from kai_conformance.clusters.install.context import InstallContext
-from kai_conformance.fixtures import errors
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.cancellation import cancel_on, watched
 
 T = TypeVar("T")
 
 
-def in_parallel(tasks: dict[str, Callable[[], T]]) -> dict[str, T]:
+def in_parallel(tasks: dict[str, Callable[[], T]], *, cancellable: bool = False) -> dict[str, T]:
     """Run independent tasks in threads and return their results; raise when any failed, naming each failure.
 
-    Daemon threads: Ctrl-C interrupts the wait at once and the run ends without waiting for a long install.
+    Daemon threads: Ctrl-C interrupts the wait at once and the run ends without waiting for a long install. With
+    ``cancellable`` (tasks that make objects on the cluster and remove them in ``finally``, such as the behaviour
+    probes), a Ctrl-C or SIGTERM is passed on to the tasks' waits (fixtures/cancellation.py) and the main thread
+    waits for them to remove what they made before it goes on interrupted; a second one stops that wait.
     """
     results: dict[str, T] = {}
     failures: dict[str, BaseException] = {}
+    interrupted = threading.Event()
+    inherited = watched()
 
     def work(name: str, task: Callable[[], T]) -> None:
+        if cancellable:
+            cancel_on(interrupted, *inherited)
         try:
             results[name] = task()
         except BaseException as exc:  # reported by the caller's thread
@@ -31,10 +39,20 @@ def in_parallel(tasks: dict[str, Callable[[], T]]) -> dict[str, T]:
 
     threads = [threading.Thread(target=work, args=item, name=f"kai-conformance-{item[0]}", daemon=True)
                for item in tasks.items()]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        if not cancellable:
+            raise
+        interrupted.set()
+        progress.report(f"interrupted: {', '.join(tasks)} removing what they made")
+        for thread in threads:
+            if thread.ident is not None:  # started, even if the interruption came inside its start()
+                thread.join()
+        raise
     if len(failures) == 1:
         raise next(iter(failures.values()))
     if failures:
