@@ -106,7 +106,7 @@ def install_slices(
     refs = [(KAI_NAMESPACE, scheduler_deployment(name)) for name in layouts]
     wait_deployments(kube, refs, timeouts, "KAI schedulers of the slices")
     # Each slice has a scheduler of its own, so the probes are independent: run side by side, they cost the run
-    # one probe's time (about 20 s on kind, most of it the Job controller's back-off before it counts the eviction).
+    # one probe's time.
     probes = in_parallel({
         name: functools.partial(prove_scheduling, kube_factory(), run_id, image, timeouts, node_pool=name,
                                 parent=parent_queue_name(name))

@@ -166,6 +166,34 @@ def test_an_evicted_pod_that_ended_failed_passes_before_the_job_counts_it(fake: 
     assert result["evicted_pod"] == ENDED_FAILED
 
 
+def test_a_deleted_pod_the_kubelet_never_ends_names_the_kubelet(fake: FakeKube, monkeypatch) -> None:
+    from tests.fakes.kubelet import Kubelet
+
+    stack_with(fake)
+    monkeypatch.setattr(Kubelet, "_kill", lambda self, pod: False)
+    message = failure_of(fake)
+    assert message.startswith("the kubelet on node kc-test-worker did not end the deleted probe pod")
+    assert "container node running" in message and "the Job: active=" in message
+    assert f"the workload image {IMAGE} must stop on SIGTERM" in message
+
+
+def test_a_pod_gone_without_a_count_names_the_job_controller(fake: FakeKube, monkeypatch) -> None:
+    """A pod removed before it had a terminal phase (a force delete, a kwok delete stage) leaves the Job's count as
+    the only evidence: the Job controller that never counts it is the link named."""
+    from tests.fakes.kubelet import Kubelet
+
+    stack_with(fake)
+
+    def removed_at_once(self, pod) -> bool:
+        self.fake._remove(kinds.POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        return True
+
+    monkeypatch.setattr(Kubelet, "_kill", removed_at_once)  # past the Job's tracking finalizer: it never counts it
+    message = failure_of(fake)
+    assert message.startswith("the Job controller (kube-controller-manager) did not count the deleted probe pod")
+    assert "the pod is gone, the Job says active=1, failed=0, succeeded=0" in message  # its replacement
+
+
 def test_a_container_that_exits_at_once_fails_without_waiting(fake: FakeKube) -> None:
     stack_with(fake)
 

@@ -146,9 +146,11 @@ def test_a_lane_takes_its_own_cases_first_then_any_in_collection_order() -> None
 
 def test_without_a_ranks_file_the_run_goes_on_in_collection_order(tmp_path: Path) -> None:
     scheduler = make_scheduler(config(2), QUIET, 1, tmp_path / "absent")  # type: ignore[arg-type]
-    ranks = [SLICEABLE, ORDINARY, SLICEABLE, ORDINARY]
+    ranks = [SLICEABLE, ORDINARY, SLICEABLE, ORDINARY, ORDINARY]
     ran = simulate(scheduler, ranks, 2)
-    assert sum(len(cases) for cases in ran.values()) == 4
+    assert scheduler.rank_of == [ORDINARY] * 5, "every case counts as ordinary"
+    assert sum(len(cases) for cases in ran.values()) == 5
+    assert [rank for _, _, rank in ran["gw0"][:2]] == [SLICEABLE, ORDINARY], "cases 0 and 1, not the slice lane's pick"
 
 
 def test_the_hook_leaves_other_distributions_and_runs_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

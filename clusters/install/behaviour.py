@@ -250,26 +250,34 @@ class _Probe:
 
         def counted() -> Observation:
             status = self.kube.get(kinds.JOB, JOB_NAME, self.namespace).get("status") or {}
-            if status.get("failed") or status.get("succeeded") or status.get("completedIndexes"):
-                if status.get("failed"):
-                    return Observation(True, _job_counts(status), actual=(True, COUNTED_FAILED))
+            if status.get("failed"):
+                return Observation(True, _job_counts(status), actual=(True, COUNTED_FAILED))
+            if status.get("succeeded") or status.get("completedIndexes"):
                 said = f"was counted as succeeded by the Job controller ({_job_counts(status)})"
                 return Observation(True, _job_counts(status), actual=(False, said))
             # The Job controller counts a pod by its phase (job_controller.go ``isPodFailed``: phase Failed, or
             # deleted before Succeeded) but, while the index may be retried, only once the replacement exists,
             # after its 10 s back-off. The ended pod's phase is the same fact that much earlier.
-            ended = (self.kube.find(kinds.POD, name, self.namespace) or {}).get("status") or {}
-            phase = ended.get("phase")
+            phase = ((self.kube.find(kinds.POD, name, self.namespace) or {}).get("status") or {}).get("phase")
             if phase in ("Failed", "Succeeded"):
                 return Observation(True, f"the pod ended {phase}", actual=(phase == "Failed", f"ended {phase}"))
             return Observation(False, f"{_job_counts(status)}; the pod: {phase or 'gone'}")
 
         def failure(limit: float) -> errors.InfrastructureError:
             job = self.kube.find(kinds.JOB, JOB_NAME, self.namespace) or {}
+            counts = _job_counts(job.get("status") or {})
+            current = self.kube.find(kinds.POD, name, self.namespace)
+            if current is not None:  # the link that broke: the kubelet never ended the deleted pod
+                return errors.InfrastructureError(
+                    f"the kubelet on node {pod['spec']['nodeName']} did not end the deleted probe pod "
+                    f"{self.namespace}/{name} within {limit:.0f}s ({_containers(current)}; the Job: {counts}). fix: "
+                    f"check that kubelet; the workload image {self.image} must stop on SIGTERM (see "
+                    f"{WORKLOAD_IMAGE_DOC}), and a finalizer other than the Job's may hold the pod"
+                )
             return errors.InfrastructureError(
                 f"the Job controller (kube-controller-manager) did not count the deleted probe pod {self.namespace}/"
-                f"{name} within {limit:.0f}s ({_job_counts(job.get('status') or {})}). fix: check "
-                "kube-controller-manager; a pod that is never removed may be held by a finalizer or a stuck kubelet"
+                f"{name} within {limit:.0f}s: the pod is gone, the Job says {counts}. fix: check "
+                "kube-controller-manager (its logs about Job kai-conformance-probe)"
             )
 
         failed, said = self._wait("evicted", counted, "evict", failure).actual
