@@ -25,6 +25,12 @@ def route(request: Request) -> tuple[int, object]:
         return 200, POD
     if path == "/api/v1/namespaces/ns/pods/gone":
         return status(404, "NotFound", 'pods "gone" not found', name="gone")
+    if path == "/api/v1/namespaces/ns":
+        return 200, stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}, "run")
+    if path == "/api/v1/namespaces/theirs":
+        return 200, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "theirs"}}
+    if path == "/apis/batch/v1/namespaces/ns/jobs" and request.method == "DELETE":
+        return 200, {"kind": "Status", "status": "Success"}
     if path.startswith("/apis/trainer.kubeflow.org/"):
         return status(404, "NotFound", "the server could not find the requested resource")
     if path == "/api/v1/namespaces/ns/pods":
@@ -105,6 +111,22 @@ def test_status_patch_delete_and_dry_run_create(server, kube: ClusterKube) -> No
         "/apis/scheduling.run.ai/v2/queues",
         ["All"],
     )
+
+
+def test_a_collection_delete_is_one_request_in_a_namespace_of_the_suites_own(server, kube: ClusterKube) -> None:
+    kube.delete_collection(kinds.JOB, "ns", labels={"a": "1"})
+    guard, delete = server.requests[-2:]
+    assert (guard.method, guard.path) == ("GET", "/api/v1/namespaces/ns")
+    assert (delete.method, delete.path, delete.query) == ("DELETE", "/apis/batch/v1/namespaces/ns/jobs",
+                                                          {"labelSelector": ["a=1"]})  # fmt: skip
+    assert delete.body["propagationPolicy"] == "Background"
+    assert kube.requests.snapshot()[("deletecollection", "jobs.batch")] == 1
+    sent = len(server.requests)
+    with pytest.raises(errors.ForeignObject):
+        kube.delete_collection(kinds.JOB, "theirs")
+    with pytest.raises(errors.UsageError):
+        kube.delete_collection(kinds.QUEUE, "ns")
+    assert [r.method for r in server.requests[sent:]] == ["GET"]  # nothing deleted in a namespace not the suite's
 
 
 def test_errors_are_mapped_with_the_servers_message(kube: ClusterKube) -> None:

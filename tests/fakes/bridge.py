@@ -94,6 +94,11 @@ def _call(fake: FakeKube, request: Request, kind: Kind, namespace: str | None, n
         return fake._apply(kind, request.body, dry_run=query.get("dryRun") == "All", force=query.get("force") == "true")
     if request.method == "PATCH":
         return fake._patch(kind, namespace, name or "", request.body, request.headers["content-type"], subresource)
+    if request.method == "DELETE" and not name and namespace:
+        fake._delete_collection(
+            kind, namespace, query.get("labelSelector"), (request.body or {}).get("propagationPolicy", "Background")
+        )
+        return {"kind": "Status", "status": "Success"}
     if request.method == "DELETE":
         fake._delete(kind, namespace, name or "", (request.body or {}).get("propagationPolicy", "Background"))
         return {"kind": "Status", "status": "Success"}

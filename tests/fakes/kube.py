@@ -384,6 +384,27 @@ class FakeKube(KubeApi):
         self._remove(kind, namespace, name)
 
     @_serialized
+    def _delete_collection(self, kind: Kind, namespace: str, labels: str | None, propagation: str) -> None:
+        """One call, then each match as :meth:`_delete` treats it (a finalized one stays, marked for deletion)."""
+        self._enter("deletecollection", kind, namespace, None, (labels, propagation))
+        label_match = parse_selector(labels)
+        for obj in list(self.stored(kind, namespace)):
+            if not label_match(obj["metadata"].get("labels") or {}):
+                continue
+            key = self._key(kind, namespace, obj["metadata"]["name"])
+            stored = self.store.get(key)
+            if stored is None:
+                continue
+            if not stored["metadata"].get("finalizers"):
+                self._remove(kind, namespace, obj["metadata"]["name"])
+            elif not stored["metadata"].get("deletionTimestamp"):
+                prev = clone(stored) if self.changes.recording else None
+                stored["metadata"]["deletionTimestamp"] = self._now()
+                stored["metadata"]["resourceVersion"] = self._next_version()
+                self._changed(key)
+                self.changes.record(self.resource_version, "MODIFIED", key, stored, prev)
+
+    @_serialized
     def _remove(self, kind: Kind, namespace: str | None, name: str) -> None:
         """Remove one object and, depth first in store order, everything it owns (and a namespace's objects)."""
         self._cascade(kind, namespace, name)
