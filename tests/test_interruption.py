@@ -262,5 +262,5 @@ def test_the_interrupted_sweep_deletes_a_namespace_only_once_its_jobs_are_gone(f
     fake.put(stamp(job, "run-1", "t.py::t"))
     removed, problems = cleanup.sweep_run(fake, "run-1", TimeoutPolicy(scale=0.01))
     assert (removed, problems) == (["Namespace kc-a"], [])
-    deletions = [(c.kind, c.name) for c in fake.operations("delete")]
-    assert deletions.index(("Job", "victim-node-0")) < deletions.index(("Namespace", "kc-a")), deletions
+    deletions = [(c.operation, c.kind) for c in fake.calls if c.operation.startswith("delete")]
+    assert deletions.index(("deletecollection", "Job")) < deletions.index(("delete", "Namespace")), deletions

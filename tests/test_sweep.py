@@ -98,21 +98,26 @@ def test_a_dead_owners_namespace_job_probe_and_queues_are_removed_and_named(
     ]
     assert names(fake, kinds.NAMESPACE) == [] and names(fake, kinds.JOB) == [] and names(fake, kinds.POD) == []
     assert names(fake, kinds.QUEUE) == ["kai-conformance"]
-    deleted = [(c.kind, c.name) for c in fake.operations("delete")]
-    assert deleted.index(("Job", "job")) < deleted.index(("Namespace", "kc-a"))  # the workspace's teardown order
+    deleted = [(c.operation, c.kind, c.namespace or c.name) for c in fake.calls if c.operation.startswith("delete")]
+    # the workspace's teardown order: the namespace's Jobs by one collection delete, then the namespace
+    assert deleted.index(("deletecollection", "Job", "kc-a")) < deleted.index(("delete", "Namespace", "kc-a"))
 
 
 def test_a_job_that_outlives_the_budget_is_reported_and_its_namespace_still_goes(
     fake: FakeKube, fast_timeouts: TimeoutPolicy, dead_pid: int
 ) -> None:
-    """The sweep deletes only what carries the suite's label: a controller's Job is left to its owner's removal."""
+    """A Job held by a finalizer nobody removes outlives the budget: named, and its namespace goes all the same.
+    Everything in a suite's namespace goes, a controller's Job too (it carries no suite label)."""
     fake.put(made(kinds.NAMESPACE, "kc-stuck", Owner(HOST, dead_pid, iso(NOW))))
-    fake.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "made-by-jobset", "namespace": "kc-stuck"}})
+    fake.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "made-by-jobset", "namespace": "kc-stuck", "finalizers": ["example.com/never-removed"]}})  # fmt: skip
     removing, problem = sweep.sweep(fake, THIS_RUN, fast_timeouts)
     assert removing.startswith("began removing 1 object an earlier run") and removing.endswith(": Namespace kc-stuck")
     assert problem.startswith("could not finish sweeping what earlier runs left: the Jobs of earlier runs'")
-    assert "Job kc-stuck/made-by-jobset" in problem
-    assert [(c.kind, c.name) for c in fake.operations("delete")] == [("Namespace", "kc-stuck")]
+    assert "Job kc-stuck/made-by-jobset" in problem and "none went" in problem
+    deletions = [(c.operation, c.kind) for c in fake.calls if c.operation.startswith("delete")]
+    assert deletions == [("deletecollection", "TrainJob"), ("deletecollection", "JobSet"),
+                         ("deletecollection", "Job"), ("delete", "Namespace")]  # fmt: skip
 
 
 def test_a_live_owners_objects_are_kept_and_named(fake: FakeKube, fast_timeouts: TimeoutPolicy) -> None:
