@@ -65,3 +65,29 @@ def test_a_namespace_whose_pods_keep_going_is_waited_for_and_one_that_stalls_is_
     fake.put(case_object("Namespace", "kc-stuck"))
     fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "kc-stuck"}})
     assert find_leftovers(fake, "run-1", timeout=0.05) == ["Namespace kc-stuck"]
+
+
+def test_a_leftover_namespace_is_named_with_what_holds_it(fake: FakeKube) -> None:
+    """What a slow teardown hands on to the run's end and does not go is an error naming the objects."""
+    fake.put(case_object("Namespace", "kc-held"))
+    fake.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "kc-held"}})
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "kc-held",
+                                                              "finalizers": ["batch.kubernetes.io/job-tracking"]}})  # fmt: skip
+    fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "free", "namespace": "kc-held"}})
+    assert find_leftovers(fake, "run-1", timeout=0.05) == [
+        "Namespace kc-held (holding Job kc-held/j, Pod kc-held/p (finalizers ['batch.kubernetes.io/job-tracking']))"
+    ]
+
+
+def test_the_end_of_run_budget_grows_with_what_the_runs_namespaces_still_hold(fake: FakeKube) -> None:
+    from kai_conformance.fixtures.session import end_budget
+    from kai_conformance.fixtures.teardown import REMOVAL_RATE
+    from kai_conformance.fixtures.waits import TimeoutPolicy
+
+    assert end_budget(fake, "run-1", TimeoutPolicy()) == 120
+    fake.put(case_object("Namespace", "kc-burst"))
+    fake.put(case_object("Namespace", "kc-kept", **{"kai-conformance/kept": "true"}))
+    for namespace in ("kc-burst", "kc-kept"):
+        for index in range(10):
+            fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{index}", "namespace": namespace}})
+    assert end_budget(fake, "run-1", TimeoutPolicy()) == 120 + 10 / REMOVAL_RATE  # the kept namespace stays
