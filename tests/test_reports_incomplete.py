@@ -153,3 +153,15 @@ def test_the_cases_pytest_counted_are_those_it_filed_under_an_outcome() -> None:
     records = [CaseRecord(nodeid) for nodeid in ("a", "s", "late")]
     assert uncounted(records, counted) == ["late"]
     assert uncounted(records, counted_by_pytest(_Config(None))) == []  # type: ignore[arg-type]  # no terminal
+
+
+def test_a_run_that_died_before_writing_its_run_info_is_incomplete(tmp_path: Path) -> None:
+    """SIGKILL (or a crash) mid-run: the cases' records are there, the run info the session's end writes is not, so
+    `reports generate` must not call the cases that happened to finish conformant."""
+    from kai_conformance.reports.records import write
+
+    for sequence, record in enumerate(interrupted_run().records):
+        write(record, tmp_path / generate.STATE, "gw0", sequence)
+    assert build(generate.load(tmp_path)).verdict.code == INCOMPLETE
+    RunInfo("run-1").save(tmp_path / generate.STATE)  # the control: the run's end wrote that it finished
+    assert build(generate.load(tmp_path)).verdict.code == "conformant"
