@@ -16,8 +16,9 @@ samples each: a single slow gang (a node's image pull, a noisy neighbour on the 
 factor, and a gate on them would fail at random. p50 catches a general slowdown, p95 a fattened tail. p99 and max
 are still printed, and ``--statistic`` gates on them where runs are large enough (scale cases).
 
-Metrics present on one side only are listed and not gated. Exit status: 0 no regression, 1 a regression,
-2 a usage error (a missing or unreadable summary, no metric in common).
+Metrics present on one side only are listed and not gated. A side whose verdict is ``incomplete`` (an interrupted
+run) measured part of its cases only: the comparison is printed, and the gate fails. Exit status: 0 no regression,
+1 a regression or an incomplete side, 2 a usage error (a missing or unreadable summary, no metric in common).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kai_conformance.reports.metrics import HIGHER, STATISTICS
+from kai_conformance.reports.verdict import INCOMPLETE
 
 SUMMARY = "summary.json"
 DEFAULT_THRESHOLD = 0.2
@@ -72,6 +74,16 @@ class Comparison:
     @property
     def regressions(self) -> list[Row]:
         return [row for row in self.rows if row.regressed]
+
+
+def verdict_code(path: Path) -> str:
+    """The ``verdict.code`` of a report directory's ``summary.json`` (or of that file); "" when it has none."""
+    summary = path / SUMMARY if path.is_dir() else path
+    try:
+        verdict = json.loads(summary.read_text()).get("verdict")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return str(verdict.get("code", "")) if isinstance(verdict, dict) else ""
 
 
 def load_metrics(path: Path) -> dict[str, dict]:
@@ -184,4 +196,8 @@ def run(
     """Print the comparison; the exit status (0 no regression, 1 regression). Raises CompareError on misuse."""
     comparison = compare(load_metrics(base), load_metrics(new), threshold, statistics, only, min_seconds)
     print(render(comparison))
-    return REGRESSED if comparison.regressions else OK
+    incomplete = [f"{side} {path}" for side, path in (("BASE", base), ("NEW", new)) if verdict_code(path) == INCOMPLETE]
+    for side in incomplete:
+        print(f"INCOMPLETE: {side} is an interrupted run: its metrics cover only the cases that ran, so the gate "
+              "cannot pass on them; run it again to the end")  # fmt: skip
+    return REGRESSED if comparison.regressions or incomplete else OK

@@ -19,7 +19,8 @@ reads them; typically the suite against two releases on the same cluster shape. 
 
 Output: a terminal summary on stdout and a self-contained HTML page (``reports/diff_html.py``), by default
 ``NEW/diff.html``. Exit status: 0 no verdict changed and no metric regressed (observations may differ),
-1 a verdict changed or a metric regressed, 2 a usage error (a missing or unreadable directory), one message.
+1 a verdict changed, a metric regressed or a side is an interrupted run (verdict ``incomplete``), 2 a usage error
+(a missing or unreadable directory), one message.
 """
 
 from __future__ import annotations
@@ -146,12 +147,22 @@ class Diff:
         return [c for c in self.cases if c.observations]
 
     @property
+    def incomplete(self) -> list[str]:
+        """The sides whose run was interrupted: what they did not run is no change, and no sameness either."""
+        return [side for side, report in (("BASE", self.base), ("NEW", self.new)) if report.interrupted]
+
+    @property
     def exit_status(self) -> int:
-        return CHANGED if self.verdict_changes or self.metrics.regressions else UNCHANGED
+        return CHANGED if self.verdict_changes or self.metrics.regressions or self.incomplete else UNCHANGED
 
     @property
     def headline(self) -> str:
         verdicts, regressions = len(self.verdict_changes), len(self.metrics.regressions)
+        if self.incomplete:
+            sides = " and ".join(self.incomplete)
+            return (f"{sides} {'is an interrupted run' if len(self.incomplete) == 1 else 'are interrupted runs'} "
+                    f"(verdict incomplete): {plural(verdicts, 'verdict')} changed among the cases that ran, and "
+                    "the diff cannot say the rest is unchanged")  # fmt: skip
         if not verdicts and not regressions:
             return f"No verdict changed ({plural(len(self.cases), 'case')}) and no metric regressed"
         parts = [f"{plural(verdicts, 'verdict')} changed" if verdicts else "",

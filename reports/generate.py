@@ -57,8 +57,8 @@ def load(directory: Path) -> list[RunRecords]:
     info = RunInfo.load(state)
     records = read_all(state)
     if info is not None or records:
-        if info is None:  # a run that died before writing its run info
-            info = RunInfo(run_id=next((r.run_id for r in records if r.run_id), directory.name))
+        if info is None:  # a run that died before writing its run info (SIGKILL, a crash): it never finished
+            info = RunInfo(run_id=next((r.run_id for r in records if r.run_id), directory.name), interrupted=True)
         return [RunRecords(info, [r for r in records if not r.run_id or r.run_id == info.run_id])]
     summary = directory / JSON
     if summary.is_file():

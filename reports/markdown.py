@@ -15,7 +15,7 @@ MAX_HEADLINE = 160
 MAX_CHARS = 60_000
 
 VERDICT_ICON = {"not-conformant": "❌", "inconclusive": "⚠️", "expectations-outdated": "❕", "conformant": "✅",
-                "conformant-assumed": "☑️", "empty": "⭕"}  # fmt: skip
+                "conformant-assumed": "☑️", "empty": "⭕", "incomplete": "⏹️"}  # fmt: skip
 
 
 def _cell(text: str) -> str:

@@ -330,8 +330,14 @@ class Report:
         return list(dict.fromkeys(a for run in self.runs for a in run.assumptions))
 
     @property
+    def uncounted(self) -> list[str]:
+        """Cases of an interrupted run that finished on a worker after the interrupt: pytest did not count them."""
+        return [nodeid for run in self.runs for nodeid in run.uncounted]
+
+    @property
     def verdict(self) -> Verdict:
-        return verdict_of(self.totals, interrupted=self.interrupted, assumptions=self.assumptions)
+        return verdict_of(self.totals, interrupted=self.interrupted, assumptions=self.assumptions,
+                          uncounted=self.uncounted)  # fmt: skip
 
 
 @dataclass
@@ -358,6 +364,8 @@ def build(runs: list[RunRecords], title: str = "KAI Scheduler conformance report
         for record in entry.records:
             if record.run_id and record.run_id != entry.run.run_id:
                 continue  # left over from an earlier run into the same directory
+            if record.nodeid in entry.run.uncounted:
+                continue  # finished after the interrupt: the counts stay pytest's (RunInfo.uncounted)
             column = columns.setdefault(column_of(record, entry.run).key, column_of(record, entry.run))
             status = status_of(record)
             category = categories.BY_NAME.get(record.category) or (

@@ -52,6 +52,9 @@ class RunInfo:
     command: list[str] = field(default_factory=list)
     exit_status: int | None = None
     interrupted: bool = False
+    #: Cases of an interrupted run that finished on an xdist worker after pytest stopped counting: their records
+    #: exist but the report leaves them out of its counts, so they agree with pytest's summary line.
+    uncounted: list[str] = field(default_factory=list)
     collection_errors: int = 0
     leftovers: list[str] = field(default_factory=list)
     #: The suite's API requests, memory and CPU, and its share of the API server's requests (reports/apiload.py).

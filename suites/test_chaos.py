@@ -46,7 +46,7 @@ from collections.abc import Iterator
 import pytest
 
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import progress
+from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.case import diagnostics_dir
 from kai_conformance.fixtures.chaos_options import ChaosSettings, chaos_settings
 from kai_conformance.fixtures.kube import KubeApi
@@ -70,6 +70,7 @@ from kai_conformance.suites.support.chaos_report import (
 from kai_conformance.suites.support.chaos_run import MixRunner
 from kai_conformance.suites.support.chaos_search import Campaign, load_reproducer
 from kai_conformance.suites.support.chaos_sharing import FRACTIONS
+from kai_conformance.suites.support.confirm import confirm, confirm_fired
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.gpu_sharing import SharingSupport, answering_reservations, read_sharing_support
@@ -153,14 +154,17 @@ def test_invariants_hold_while_components_restart(
         if original is not None:
             shrunk = campaign.shrink(original)
     record_campaign(record, campaign, chaos, components, expect)
-    assert campaign.outcomes, f"no chaos mix ran within the budget of {chaos.budget:.0f}s: raise --chaos-budget"
+    if not campaign.outcomes:
+        raise errors.UsageError(f"no chaos mix ran within the budget of {chaos.budget:.0f}s: raise --chaos-budget")
     if shrunk is not None and shrunk.violated:
         directories = [run.report_dir / "chaos", diagnostics_dir(run, request.node)]
         raise AssertionError(report_violation(record, settings, campaign, original, shrunk, expect, directories,
                                               server_version(kube)))  # fmt: skip
     not_back = [t.describe() for o in campaign.outcomes for t in o.restarts
                 if t.restart is not None and t.restart.ready_at is None]  # fmt: skip
-    assert not not_back, f"[{expect.kai.name}] component(s) did not come back after a restart: {'; '.join(not_back)}"
+    back = Verdict("components-back", not not_back, "; ".join(not_back) or "every restarted component came back")
+    record.verdict(back)
+    confirm(back, f"[{expect.kai.name}] component(s) did not come back after a restart")
 
 
 @pytest.mark.parametrize("case", [param(c) for c in CONTROL])
@@ -184,6 +188,5 @@ def test_control_the_default_scheduler_leaves_a_gang_partial_under_chaos(
     record.verdict(verdict, expect_violation=True)
     for timing in outcome.restarts:
         record.note(timing.describe())
-    assert not verdict.ok, (
-        f"gang-never-partial did not fire on the default scheduler's partial gang: {outcome.summary()}"
-    )
+    confirm_fired(verdict, f"gang-never-partial did not fire on the default scheduler's partial gang "
+                  f"({outcome.summary()})")  # fmt: skip

@@ -51,6 +51,7 @@ from kai_conformance.suites.support.cases.consolidation import (
     consolidation_off,
 )
 from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
+from kai_conformance.suites.support.confirm import confirm, confirm_fired, present
 from kai_conformance.suites.support.detectors.consolidation import (
     ProtectionWindow,
     all_bound,
@@ -100,7 +101,7 @@ def test_a_gang_that_fits_only_after_repacking_is_placed_by_consolidation(
         pytest.skip(off)
     plan = case.plan(ctx.layout)
     skip_unless(plan is not None, f"{ctx.layout.describe()}: needs 2 or more GPU nodes of one size to fragment")
-    assert plan is not None
+    plan = present(plan, "no consolidation plan, though the layout was checked to have one")
     row = f"[{expect.consolidation.name}]"
     skip_unless(plan.moved <= expect.consolidation.max_preemptees, f"{plan.moved} fillers to move: over the maximum")
     workspace.apply(case.queue(ctx))
@@ -218,8 +219,9 @@ def test_a_newcomer_within_its_preemption_delay_evicts_no_one_until_it_elapses(
         timeout=timeouts("api"),
     )
     record.verdict(delay)
-    assert snap.podgroup is not None
-    window = delay_window(f"the newcomer's preemption delay of {PROTECTION_WINDOW}", seconds, snap.podgroup, timeouts)
+    podgroup = present(snap.podgroup, f"[{rules.name}] the newcomer has no PodGroup, though it carried the delay",
+                       observer=observer, about=newcomer.about)  # fmt: skip
+    window = delay_window(f"the newcomer's preemption delay of {PROTECTION_WINDOW}", seconds, podgroup, timeouts)
     _, explained = newcomer.until(
         lambda s: podgroup_explains(s, [PREEMPTION_DELAY_REASON]),
         what=f"[{rules.name}] the newcomer's PodGroup says {PREEMPTION_DELAY_REASON}",
@@ -263,13 +265,12 @@ def test_control_the_replacement_detector_fires_on_a_workload_that_is_not_bound_
     )
     verdict = all_bound(snap, ran)
     record.verdict(verdict, expect_violation=True)
-    assert not verdict.ok, (
-        f"[{expect.consolidation.name}] the replacement detector did not fire on {lost}, deleted and never bound "
-        f"again: {verdict}"
-    )
+    confirm_fired(verdict, f"[{expect.consolidation.name}] the replacement detector did not fire on {lost}, deleted "
+                  "and never bound again", naming=[lost], observer=observer)  # fmt: skip
     others = all_bound(snap, {name: 1 for name in ran if name != lost})
     record.verdict(others)
-    assert others.ok, f"the fillers nobody deleted are not all bound: {others}"
+    confirm(others, "the fillers nobody deleted are not all bound", observer=observer,
+            about=[(name, 1) for name in ran if name != lost])  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ shared steps

@@ -34,6 +34,7 @@ from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, skip_unless
 from kai_conformance.suites.support.cases.fairness import HIGH_QUEUE_PRIORITY, FairShareCase, Team, gang_pods
+from kai_conformance.suites.support.confirm import confirm_fired, present
 from kai_conformance.suites.support.detectors.fairness import (
     ShareTrace,
     fair_shares,
@@ -100,15 +101,14 @@ def test_control_the_fair_share_detector_fires_against_rules_the_queues_do_not_h
 ) -> None:
     """Settled shares, confirmed against the queues' own rules, judged against other weights: the fair-share
     detector fires."""
-    assert case.judged is not None
-    skip_unless(case.differs(ctx, case.judged), f"on {ctx.layout.describe()} the judged shares are within one gang")
+    judged_teams = present(case.judged, f"{case} names no shares to judge: a control case needs them")
+    skip_unless(case.differs(ctx, judged_teams), f"on {ctx.layout.describe()} the judged shares are within one gang")
     snap = settle_to_fair_share(case, ctx, workspace, observer, expect, timeouts, record)
-    judged = ", ".join(team.describe() for team in case.judged)
-    verdict = shares_settled(snap, case.shares(ctx, case.judged), ctx.layout.total, case.tolerance(ctx.layout))
+    judged = ", ".join(team.describe() for team in judged_teams)
+    verdict = shares_settled(snap, case.shares(ctx, judged_teams), ctx.layout.total, case.tolerance(ctx.layout))
     record.verdict(verdict, expect_violation=True)
-    assert not verdict.ok, (
-        f"[{expect.fairness.name}] the fair-share detector did not fire on shares judged as {judged}: {verdict}"
-    )
+    confirm_fired(verdict, f"[{expect.fairness.name}] the fair-share detector did not fire on shares judged as "
+                  f"{judged}", observer=observer)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ shared steps

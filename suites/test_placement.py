@@ -31,6 +31,7 @@ from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
 from kai_conformance.suites.support.cases.placement import PlacementCase, other
+from kai_conformance.suites.support.confirm import confirm, confirm_fired
 from kai_conformance.suites.support.detectors.placement import (
     PlacementStep,
     expected_nodes_used,
@@ -73,14 +74,14 @@ def test_small_trainjobs_are_placed_as_the_active_strategy_says(
     steps = place_one_at_a_time(case, ctx, kube, workspace, observer, timeouts, expect)
     verdict = placements_follow(strategy, steps)
     record.verdict(verdict)
-    assert verdict.ok, (
-        f"[{expect.kai.name}, {strategy}] the small TrainJobs were not placed as {strategy} says: {verdict}"
-    )
+    confirm(verdict, f"[{expect.kai.name}, {strategy}] the small TrainJobs were not placed as {strategy} says",
+            observer=observer)  # fmt: skip
     expected = expected_nodes_used(strategy, steps)
     if expected is not None:  # the cluster was idle and its GPU nodes alike
         nodes = nodes_used_as_expected(strategy, steps, expected)
         record.verdict(nodes)
-        assert nodes.ok, f"[{expect.kai.name}, {strategy}] {nodes}"
+        confirm(nodes, f"[{expect.kai.name}, {strategy}] the nodes used are not those {strategy} fills",
+                observer=observer)  # fmt: skip
 
 
 @pytest.mark.control
@@ -110,13 +111,11 @@ def test_control_the_placement_detector_fires_on_placements_judged_against_the_o
     )
     verdict = placements_follow(judged, steps)
     record.verdict(verdict, expect_violation=True)
-    assert not verdict.ok, (
-        f"[{expect.kai.name}] the placement detector did not fire on placements made under {strategy}, judged as "
-        f"{judged}: {verdict}"
-    )
+    confirm_fired(verdict, f"[{expect.kai.name}] the placement detector did not fire on placements made under "
+                  f"{strategy}, judged as {judged}", observer=observer)  # fmt: skip
     own = placements_follow(strategy, steps)
     record.verdict(own)
-    assert own.ok, f"[{expect.kai.name}] the placements do not follow the active strategy {strategy}: {own}"
+    confirm(own, f"[{expect.kai.name}] the placements do not follow the active strategy {strategy}", observer=observer)
 
 
 # ------------------------------------------------------------------------------------------------- shared steps

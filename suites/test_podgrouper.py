@@ -50,6 +50,7 @@ from kai_conformance.suites.support.cases.podgrouper import (
     PodGroupCase,
     PodSetFloorCase,
 )
+from kai_conformance.suites.support.confirm import confirm, confirm_fired
 from kai_conformance.suites.support.detectors.gang import SubGroupFloorWatch
 from kai_conformance.suites.support.detectors.podgrouper import (
     access_granted,
@@ -193,10 +194,8 @@ def test_the_podgrouper_may_read_the_owner_chain(
     ]
     verdict = access_granted(PODGROUPER_USER, answers)
     record.verdict(verdict)
-    assert verdict.ok, (
-        f"[{expect.kai.name}] {verdict}: without it the podgrouper's owner walk stops early "
-        "(no TrainJob labels reach the PodGroup, or no gang at all; kai-scheduler.md §4.6)"
-    )
+    confirm(verdict, f"[{expect.kai.name}] the podgrouper may not read {resource}.{group}: without it its owner walk "
+            "stops early (no TrainJob labels reach the PodGroup, or no gang at all; kai-scheduler.md §4.6)")  # fmt: skip
 
 
 @pytest.mark.parametrize("case", [param(PodGroupCase(pods=2, extra=LAUNCHER_JOB))])
@@ -310,11 +309,10 @@ def test_control_the_subgroup_floor_detector_fires_on_a_subgroup_judged_against_
         guard=job.narrow(own.observe),
     )
     record.verdict(seen[0], expect_violation=True)
-    assert not seen[0].ok, f"[{expect.kai.name}] the SubGroup-floor detector did not fire: {seen[0]}"
-    assert leaf in seen[0].explanation, f"[{expect.kai.name}] the detector fired without naming {leaf}: {seen[0]}"
+    job.confirm_fired(seen[0], f"[{expect.kai.name}] the SubGroup-floor detector did not fire", naming=[leaf])
     kept = own.observe(snap)
     record.verdict(kept)
-    assert kept.ok, f"[{expect.kai.name}] the SubGroup-floor detector fires on a SubGroup at its own floor: {kept}"
+    job.confirm(kept, f"[{expect.kai.name}] the SubGroup-floor detector fires on a SubGroup at its own floor")
 
 
 def require_subgroups(expect: Expectations) -> None:
@@ -348,23 +346,14 @@ def test_control_the_ownership_detectors_fire_on_a_podgroup_owned_by_a_job(
     job = next(j for j in snap.jobs if j["metadata"]["name"] == case.job_name)
     owner = single_podgroup_owned_by_jobset(snap)
     record.verdict(owner, expect_violation=True)
-    assert not owner.ok, (
-        f"[{expect.kai.name}] the podgrouper ownership detector did not fire on a PodGroup owned by "
-        f"Job {case.job_name}: {owner}"
-    )
-    assert uid_of(job) in owner.explanation, (
-        f"[{expect.kai.name}] the ownership detector fired without naming Job {case.job_name} "
-        f"(uid {uid_of(job)}) as what the PodGroup belongs to: {owner}"
-    )
+    confirm_fired(owner, f"[{expect.kai.name}] the podgrouper ownership detector did not fire on a PodGroup owned by "
+                  f"Job {case.job_name} (uid {uid_of(job)}), naming it", naming=[uid_of(job)], observer=observer)  # fmt: skip
     shape = podgroup_shape(snap, expect.kai.podgroup_spec(case.trainjob_shape), expect.describe())
     record.verdict(shape, expect_violation=True)
-    assert not shape.ok, (
-        f"[{expect.kai.name}] the podgroup shape detector did not fire on Job {case.job_name}'s PodGroup "
-        f"(minMember 1, no SubGroups), judged as a TrainJob's of {case.pods} pods: {shape}"
-    )
-    assert uid_of(job) in shape.explanation, (  # its PodGroup is pg-<job>-<job uid>
-        f"[{expect.kai.name}] the shape detector fired without judging Job {case.job_name}'s PodGroup: {shape}"
-    )
+    # its PodGroup is pg-<job>-<job uid>: a shape verdict without the uid judged another PodGroup
+    confirm_fired(shape, f"[{expect.kai.name}] the podgroup shape detector did not fire on Job {case.job_name}'s "
+                  f"PodGroup (minMember 1, no SubGroups), judged as a TrainJob's of {case.pods} pods",
+                  naming=[uid_of(job)], observer=observer)  # fmt: skip
 
 
 def jobset_made(snap: Snapshot) -> Verdict:

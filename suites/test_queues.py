@@ -39,7 +39,7 @@ from kai_conformance.suites.support.detectors.gang import (
     pods_marked_unschedulable,
 )
 from kai_conformance.suites.support.detectors.labels import arrivals_as_expected
-from kai_conformance.suites.support.detectors.queues import podgroup_explains, podgroup_queue
+from kai_conformance.suites.support.detectors.queues import podgroup_explains, podgroup_kept, podgroup_queue
 from kai_conformance.suites.support.detectors.verdict import all_of
 from kai_conformance.suites.support.expectations import (
     OVER_LIMIT_REASON,
@@ -50,7 +50,6 @@ from kai_conformance.suites.support.expectations import (
 )
 from kai_conformance.suites.support.levels import arrivals
 from kai_conformance.suites.support.observe import Observer
-from kai_conformance.suites.support.snapshot import uid_of
 from kai_conformance.suites.support.workloads import queue_name
 
 pytestmark = pytest.mark.queue
@@ -221,8 +220,10 @@ def test_the_queue_does_not_move_after_creation(
         hold=timeouts.hold,
     )
     record.verdict(kept)
-    assert uid_of(snap.podgroups[0]) == uid_of(before.podgroups[0]), (
-        "the PodGroup was replaced instead of kept, so the kept queue proves nothing"
+    same = podgroup_kept(snap, before.podgroups[0])
+    record.verdict(same)
+    job.confirm(
+        same, f"[{expect.kai.name}] the PodGroup was replaced instead of kept, so the kept queue proves nothing"
     )
 
 
@@ -245,10 +246,14 @@ def test_control_the_routing_detector_fires_on_a_podgroup_in_another_queue(
     snap = job.visible(timeouts("schedule"))  # the podgrouper sets spec.queue once, when it makes the PodGroup
     verdict = podgroup_queue(snap, expected)
     record.verdict(verdict, expect_violation=True)
-    assert not verdict.ok, (
-        f"[{expect.kai.name}] the queue detector did not fire on a PodGroup in the wrong queue "
-        f"(routed to {routed}, judged against {expected}): {verdict}"
-    )
     own = podgroup_queue(snap, routed)
     record.verdict(own)
-    assert own.ok, f"[{expect.kai.name}] the PodGroup is not in the queue its TrainJob names, {routed}: {own}"
+    # First the PodGroup's own queue, with the chain diagnosis (the podgrouper's access to TrainJobs included): a
+    # PodGroup in neither queue would make the control's firing prove nothing.
+    job.confirm(own, f"[{expect.kai.name}] the PodGroup is not in the queue its TrainJob names, {routed}")
+    job.confirm_fired(
+        verdict,
+        f"[{expect.kai.name}] the queue detector did not fire on a PodGroup in the wrong queue "
+        f"(routed to {routed}, judged against {expected})",
+        naming=[routed],
+    )

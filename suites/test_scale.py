@@ -46,6 +46,7 @@ from kai_conformance.suites.support.cases.scale import (
     FillingBurst,
     OverloadBurst,
 )
+from kai_conformance.suites.support.confirm import confirm, confirm_fired
 from kai_conformance.suites.support.detectors.verdict import fires
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations_placement import SPREAD
@@ -83,7 +84,7 @@ def test_a_burst_that_fits_is_bound_gang_by_gang(
             record.note(f"placement {placement.describe()}: burst-bound not required (spread may leave no "
                         "empty node for whole-node pods)")  # fmt: skip
         else:
-            assert whole.ok, f"[{expect.kai.name}] a burst that fits the empty cluster was not bound: {whole}"
+            confirm(whole, f"[{expect.kai.name}] a burst that fits the empty cluster was not bound")  # diagnosed
 
 
 @pytest.mark.parametrize("case", [param(c) for c in OVERLOAD])
@@ -132,7 +133,7 @@ def test_control_the_default_scheduler_breaks_a_gang_and_a_queue_limit(
                 )
                 verdict = burst.guards()[detector]
                 record.verdict(verdict, expect_violation=True)
-                assert not verdict.ok, f"the {detector} detector did not fire on the default scheduler's burst"
+                confirm_fired(verdict, f"the {detector} detector did not fire on the default scheduler's burst")
         finally:
             burst.record(record, case.id, verdicts=False)
 
@@ -160,7 +161,7 @@ def submitted_and_settled(
             burst.settle(f"[{expect.kai.name}] the {what} of {plan.describe()} settled")
             fitting = burst.fitting_gangs_bound(ctx.layout)
             record.verdict(fitting)
-            assert fitting.ok, f"[{expect.kai.name}] KAI left idle GPUs a waiting gang fits: {fitting}"
+            confirm(fitting, f"[{expect.kai.name}] KAI left idle GPUs a waiting gang fits")  # diagnosed
             yield burst
         finally:
             burst.record(record, case.id)

@@ -27,7 +27,12 @@ from kai_conformance.suites.support.detectors.podgrouper import (
     single_podgroup_owned_by_jobset,
     top_owner_is_jobset,
 )
-from kai_conformance.suites.support.detectors.queues import podgroup_explains, podgroup_priority_class, podgroup_queue
+from kai_conformance.suites.support.detectors.queues import (
+    podgroup_explains,
+    podgroup_kept,
+    podgroup_priority_class,
+    podgroup_queue,
+)
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
 from kai_conformance.suites.support.expectations import (
     EVICT_ACTION_ANNOTATION,
@@ -158,6 +163,14 @@ def test_podgroup_queue_and_priority_class() -> None:
     assert podgroup_priority_class(snap(podgroups=[pg]), "build").ok
     assert not podgroup_priority_class(snap(podgroups=[pg]), "train").ok
     assert not podgroup_queue(snap(podgroups=[pg, pg]), "team").ok
+
+
+def test_podgroup_kept_fires_on_a_replacement_naming_both_uids() -> None:
+    before = b.podgroup(b.jobset(), spec={"queue": "team"})
+    assert podgroup_kept(snap(podgroups=[before]), before).ok
+    replacement = {**before, "metadata": {**before["metadata"], "uid": "new-uid"}}
+    verdict = podgroup_kept(snap(podgroups=[replacement]), before)
+    assert not verdict.ok and f"a replacement (uid new-uid, was {before['metadata']['uid']})" in verdict.explanation
 
 
 def test_single_podgroup_owned_by_jobset() -> None:

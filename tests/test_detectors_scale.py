@@ -170,8 +170,34 @@ def test_fitting_gangs_bound_fires_on_an_idle_gpu_a_waiting_gang_could_use() -> 
     waiting = [detect.Waiting("big", 16, 1, "q", True), detect.Waiting("small", 2, 1, "q", True)]
     verdict = detect.fitting_gangs_bound(waiting, {"n0": 3, "n1": 0}, {}, {}, queues)
     assert not verdict.ok and "small (2×1 GPU, queue q: room for 3 such pods)" in verdict.explanation
-    assert "big" not in verdict.explanation
+    assert "the others do not: big (16×1 GPU, queue q): the idle GPUs hold 3 of its 16 pods of 1 GPU" in (
+        verdict.explanation
+    )
     assert detect.fitting_gangs_bound(waiting[:1], {"n0": 3}, {}, {}, queues).ok
+
+
+def test_a_hold_of_fitting_gangs_bound_names_why_each_waiting_gang_does_not_fit() -> None:
+    """A reader can check the judgement: each waiting gang with its queue's limit, its quota and the idle GPUs."""
+    queues = {"q": detect.QueueBounds("q", quota=2, limit=6)}
+    waiting = [detect.Waiting("over-limit", 2, 1, "q", True), detect.Waiting("build", 1, 1, "q", False),
+               detect.Waiting("wide", 1, 4, "q", True)]  # fmt: skip
+    verdict = detect.fitting_gangs_bound(waiting, {"n0": 3, "n1": 0}, {"q": 5}, {"q": 2}, queues)
+    assert verdict.ok and not verdict.vacuous
+    assert verdict.explanation == (
+        "none of the 3 waiting gang(s) fits the 3 idle GPUs (n0 3) within its queue's limit and quota: "
+        "over-limit (2×1 GPU, queue q): queue q holds 5 + 2 asked > limit 6; "
+        "build (1×1 GPU, queue q, non-preemptible): non-preemptible: queue q runs 2 non-preemptible + 1 asked > quota 2; "
+        "wide (1×4 GPU, queue q): queue q holds 5 + 4 asked > limit 6; the idle GPUs hold 0 of its 1 pods of 4 GPU"
+    )
+
+
+def test_fitting_gangs_bound_with_no_gang_waiting_holds_vacuously_and_says_so() -> None:
+    verdict = detect.fitting_gangs_bound([], {"n0": 12}, {}, {}, {})
+    assert verdict.ok and verdict.vacuous
+    assert verdict.explanation.startswith("held vacuously, no placeable gang waited to be judged; 12 idle GPUs")
+    assert str(verdict).startswith("[fitting-gangs-bound] ok (vacuous): held vacuously")
+    waiting = [detect.Waiting("w", 1, 1, "q", True)]
+    assert not detect.fitting_gangs_bound(waiting, {"n0": 12}, {}, {}, {}).ok  # the control: one gang, judged
     assert not detect.burst_bound(3, 4, ["g3"]).ok and detect.burst_bound(4, 4, []).ok
 
 

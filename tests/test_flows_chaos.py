@@ -21,6 +21,7 @@ from kai_conformance.suites.support import chaos_run
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault, RandomMixes
 from kai_conformance.suites.support.chaos_faults import Restarter
 from kai_conformance.suites.support.chaos_mix import mixes
+from kai_conformance.suites.support.chaos_report import judgements
 from kai_conformance.suites.support.chaos_run import MixRunner, Outcome
 from kai_conformance.suites.support.chaos_search import FORMAT, load_reproducer
 from kai_conformance.suites.support.chaos_sharing import FRACTIONS
@@ -105,6 +106,31 @@ def test_the_same_mixes_on_a_kai_that_restarts_cleanly_hold_every_invariant(flow
         assert all(t.restart and t.restart.ready_at for t in outcome.restarts), outcome.restarts
 
 
+def test_a_mix_marks_each_hold_with_nothing_to_judge_vacuous_and_names_why_a_waiting_gang_does_not_fit(
+    flow, fast_polling
+) -> None:
+    harness = harness_for(flow)
+    bound = run_mix(harness, mix(two(), faults=(Fault("podgrouper", 5),)))  # a preemptible gang, bound whole
+    assert not bound.violated, bound.summary()
+    assert bound.verdicts["fitting-gangs-bound"].vacuous  # no gang waited
+    np = bound.verdicts["non-preemptible-never-evicted"]
+    assert np.vacuous and np.explanation.startswith("held vacuously, no gang is non-preemptible")
+    assert bound.verdicts["no-leftover-bindrequest"].vacuous  # no pod went while a BindRequest named it
+    assert bound.verdicts["queue-limit"].explanation.startswith("held vacuously, no queue has a GPU limit")
+    assert not bound.verdicts["gang-never-partial"].vacuous  # its pods were placed: judged
+    assert any(line.startswith("non-preemptible-never-evicted held vacuously, no gang is non-preemptible")
+               for line in judgements(bound))  # fmt: skip
+    # the controls: a non-preemptible gang bound is judged; a gang the queue's limit keeps waiting is judged to fit
+    # or not, with the numbers
+    build = run_mix(harness, mix(two("build"), faults=(Fault("scheduler", 5),), quota=4))
+    assert not build.verdicts["non-preemptible-never-evicted"].vacuous, build.summary()
+    waits = run_mix(harness, mix(two(), faults=(Fault("scheduler", 0),), limit=1))
+    fitting = waits.verdicts["fitting-gangs-bound"]
+    assert fitting.ok and not fitting.vacuous, waits.summary()
+    assert waits.verdicts["queue-limit"].explanation.startswith("held vacuously, no pod was ever bound")
+    assert "m1-w00 (2×1 GPU, queue m1-q0): queue m1-q0 holds 0 + 2 asked > limit 1" in fitting.explanation
+
+
 def test_a_binder_restart_amid_fractional_gangs_is_survived_and_fractions_count_against_the_queue_limit(
     flow, fast_polling
 ) -> None:
@@ -167,6 +193,10 @@ def test_a_seeded_run_on_a_correct_kai_restarts_every_component_and_measures_con
                       "sharing is off on this cluster (Config kai-config spec.admission.gpuSharing = false): install "
                       "KAI with --kai-set global.gpuSharing=true (on kind, or with --install always)"]  # fmt: skip
     assert not any("fractional" in note for note in record.notes if note.startswith("mix "))
+    mixes_run = [note for note in record.notes if note.startswith("mix ") and "s): " in note.split("→")[0]]
+    for index in range(1, len(mixes_run) + 1):  # every mix names every invariant's judgement, not only the last mix
+        judged = {note.split()[2] for note in record.notes if note.startswith(f"mix {index}: ")}
+        assert judged >= {"gang-never-partial", "queue-limit", "fitting-gangs-bound"}, (index, judged)
 
 
 def test_where_gpus_are_shared_mixes_draw_fractions_and_a_correct_kai_holds_every_invariant(

@@ -119,6 +119,23 @@ def test_without_trainjob_rbac_the_podgrouper_area_fails_on_what_the_podgroup_ca
         )
 
 
+def test_without_trainjob_rbac_the_queue_control_fails_naming_the_stopped_owner_walk(
+    flow, chart_default_queues
+) -> None:
+    """Seen on real kind: this control failed at a bare assert with no "why" line, while the other cases named the
+    podgrouper's RBAC. Its PodGroup's own queue is now confirmed with the chain diagnosis."""
+    h = flow(NO_TRAINJOB_RBAC)
+    chart_default_queues(h.fake)
+    with pytest.raises(AssertionError) as failure:
+        test_queues.test_control_the_routing_detector_fires_on_a_podgroup_in_another_queue(
+            test_queues.CONTROL[0], **h.args()
+        )
+    message = str(failure.value)
+    assert "the PodGroup is not in the queue its TrainJob names" in message
+    assert "spec.queue = 'default-queue'" in message
+    assert WALK_STOPPED in message
+
+
 # ------------------------------------------------------------------------------------ who placed part of a gang
 PARTIAL = "[gang-held] VIOLATED: 1 of 2 pods bound (kai-conformance-worker3) although the gang must not be placed"
 

@@ -91,6 +91,8 @@ class ChaosLedger(BurstLedger):
         self.bindrequests: dict[str, str] = {}  # BindRequest uid → the pod it names
         self.finished_binds: set[str] = set()  # BindRequest uids the binder has finished (Succeeded or Failed)
         self.orphans: dict[str, float] = {}  # BindRequest uid → since when its pod is gone
+        self.orphaned_ever = 0  # BindRequests whose pod went while they existed: what no-leftover-bindrequest judges
+        self.podgroups_seen: set[str] = set()
         self.gone_pods: set[str] = set()  # names of the pods seen deleted (a BindRequest may arrive before its pod)
         self.violated_at: dict[str, float] = {}
         self.changes: list[float] = []
@@ -148,6 +150,7 @@ class ChaosLedger(BurstLedger):
                     at, owner, f"PodGroup {name_of(podgroup)} {'deleted' if event_type == DELETED else 'deleting'}"
                 )
             return
+        self.podgroups_seen.add(uid)
         if uid not in state.podgroups:
             state.podgroups.add(uid)
             self.note(at, owner, f"PodGroup {name_of(podgroup)} created")
@@ -199,6 +202,7 @@ class ChaosLedger(BurstLedger):
             self.finished_binds.add(uid)
         if pod in self.gone_pods and uid not in self.orphans:
             self.orphans[uid] = at
+            self.orphaned_ever += 1
         gang = self.gangs.get(self.live_pods.get(pod, ""))
         if gang is not None:
             self._placement_changed(gang, at)
@@ -224,8 +228,9 @@ class ChaosLedger(BurstLedger):
 
     def _pod_gone(self, name: str, at: float) -> None:
         for uid, pod in self.bindrequests.items():
-            if pod == name:
-                self.orphans.setdefault(uid, at)
+            if pod == name and uid not in self.orphans:
+                self.orphans[uid] = at
+                self.orphaned_ever += 1
 
     def _journal_pod(self, gang: str, name: str, before: PodState | None, after: PodState | None, phase: str | None,
                      event_type: str, node: str | None, at: float) -> None:  # fmt: skip
@@ -317,7 +322,17 @@ class ChaosLedger(BurstLedger):
         for detector, verdict in verdicts.items():
             if not verdict.ok:
                 self.violated_at.setdefault(detector, at)
-        return verdicts
+        return self.marked_vacuous(verdicts)
+
+    def nothing_to_judge(self) -> dict[str, str]:
+        reasons = super().nothing_to_judge()
+        if not self.podgroups_seen:
+            reasons[ONE_PODGROUP] = "no PodGroup was made"
+        if not self.orphaned_ever:
+            reasons[LEFTOVER_BINDREQUEST] = "no pod went away while a BindRequest named it"
+        if not self.reservations.gangs:
+            reasons[LEFTOVER_RESERVATION] = "no pod used a shared GPU group"
+        return reasons
 
     def leftover_bindrequests(self, at: float) -> Verdict:
         overdue = sorted((since, uid) for uid, since in self.orphans.items() if at - since > self.gc_grace)

@@ -1,4 +1,6 @@
-"""What a chaos run puts in its record: the seed, every mix and its outcome, each invariant's verdict over the run,
+"""What a chaos run puts in its record: the seed, every mix and its outcome with each invariant's judgement in it (a
+hold with nothing to judge named vacuous), each invariant's verdict over the run (saying when most mixes held it
+vacuously),
 the restarts and the time the cluster took to converge after each (a plot), and on a violation the reproducer
 (suites/support/chaos_search.py) with the violating gang's timeline and where each restart fell."""
 
@@ -30,6 +32,8 @@ def record_campaign(record: CaseRecorder, campaign: Campaign, chaos: ChaosSettin
                 f"components {', '.join(components)}")  # fmt: skip
     for index, outcome in enumerate(campaign.outcomes, 1):
         record.note(f"mix {index} ({outcome.seconds:.0f}s): {outcome.mix.describe()} → {outcome.summary()}")
+        for line in judgements(outcome):
+            record.note(f"mix {index}: {line}")
         for timing in outcome.restarts:
             record.note(f"mix {index}: {timing.describe()}")
     for verdict in over_the_run(campaign.outcomes).values():
@@ -68,17 +72,36 @@ def summary(outcomes: list[Outcome], component: str) -> str:
     return f"{component}: {len(timings)} restart(s), back in {span(back)}, converged in {span(converged)}"
 
 
+def judgements(outcome: Outcome) -> list[str]:
+    """Each invariant's judgement in one mix, in words a reader can check: ``fitting-gangs-bound held: none of the 3
+    waiting gang(s) fits …``, ``… held vacuously, no placeable gang waited …``, ``… VIOLATED: …``."""
+    said = {True: "held: ", False: "VIOLATED: "}
+    return [f"{name} {'' if v.vacuous else said[v.ok]}{v.explanation}" for name, v in outcome.verdicts.items()]
+
+
 def over_the_run(outcomes: list[Outcome]) -> dict[str, Verdict]:
-    """Each invariant over every mix: its first violation, or held in all the mixes that judged it."""
-    judged: dict[str, list[Verdict]] = {}
-    for outcome in outcomes:
+    """Each invariant over every mix: its first violation, or held in all the mixes that judged it, saying in how
+    many of them it held vacuously (nothing to judge); held vacuously in most, the verdict leads with that."""
+    judged: dict[str, list[tuple[int, Verdict]]] = {}
+    for index, outcome in enumerate(outcomes, 1):
         for name, verdict in outcome.verdicts.items():
-            judged.setdefault(name, []).append(verdict)
-    return {
-        name: next((v for v in verdicts if not v.ok), None)
-        or Verdict(name, True, f"held in all {len(verdicts)} mix(es); the last: {verdicts[-1].explanation}")
-        for name, verdicts in judged.items()
-    }
+            judged.setdefault(name, []).append((index, verdict))
+    return {name: next((v for _, v in verdicts if not v.ok), None) or _held(name, verdicts)
+            for name, verdicts in judged.items()}  # fmt: skip
+
+
+def _held(name: str, verdicts: list[tuple[int, Verdict]]) -> Verdict:
+    empty = [index for index, v in verdicts if v.vacuous]
+    tested = [v for _, v in verdicts if not v.vacuous]
+    last = f"the last judged: {tested[-1].explanation}" if tested else f"the last: {verdicts[-1][1].explanation}"
+    if not empty:
+        return Verdict(name, True, f"held in all {len(verdicts)} mix(es); {last}")
+    where = f"mix(es) {', '.join(map(str, empty))}"
+    if 2 * len(empty) > len(verdicts):
+        return Verdict(name, True, f"MOSTLY VACUOUS: held in all {len(verdicts)} mix(es), but vacuously (nothing to "
+                       f"judge) in {len(empty)} of them ({where}), so it was put to the test in {len(tested)} only; "
+                       f"{last}", vacuous=not tested)  # fmt: skip
+    return Verdict(name, True, f"held in all {len(verdicts)} mix(es), vacuously in {len(empty)} ({where}); {last}")
 
 
 def report_violation(record: CaseRecorder, settings: Settings, campaign: Campaign, original: Outcome | None,

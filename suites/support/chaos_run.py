@@ -88,7 +88,8 @@ class Outcome:
 
     def summary(self) -> str:
         if not self.violated:
-            return f"every invariant held ({self.status})"
+            empty = [name for name, v in self.verdicts.items() if v.vacuous]
+            return f"every invariant held ({self.status})" + (f"; vacuously: {', '.join(empty)}" if empty else "")
         return "; ".join(f"{name}: {v.explanation}" for name, v in self.violations.items())
 
 

@@ -36,6 +36,7 @@ from kai_conformance.suites.support.detectors.scale import (
     EPSILON,
     QueueBounds,
     gpus,
+    judged_fits,
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL
@@ -80,28 +81,33 @@ def fits(gang: Asking, free: Mapping[str, int], held: Mapping[str, float], held_
          queues: Mapping[str, QueueBounds]) -> bool:  # fmt: skip
     """The scale area's ``fits`` (KAI's allocate alone could place it: room on the idle GPUs, within the queue's
     limit and, non-preemptible, its quota), with fractions counted as KAI counts them."""
+    return not why_not(gang, free, held, held_non_preemptible, queues)
+
+
+def why_not(gang: Asking, free: Mapping[str, int], held: Mapping[str, float],
+            held_non_preemptible: Mapping[str, float], queues: Mapping[str, QueueBounds]) -> str:  # fmt: skip
+    """Why ``gang`` does not fit (:func:`fits`), each reason with its numbers; "" when it fits."""
     bounds = queues.get(gang.queue)
     demand = gang.pods * gang.gpus
+    reasons = []
     if bounds is not None and bounds.limit >= 0 and held.get(gang.queue, 0) + demand > bounds.limit + EPSILON:
-        return False
+        reasons.append(f"queue {gang.queue} holds {gpus(held.get(gang.queue, 0))} + {gpus(demand)} asked > limit "
+                       f"{bounds.limit}")  # fmt: skip
     if (bounds is not None and not gang.preemptible and bounds.quota >= 0
             and held_non_preemptible.get(gang.queue, 0) + demand > bounds.quota + EPSILON):  # fmt: skip
-        return False
-    return room(free, gang.gpus) >= gang.pods
+        reasons.append(f"non-preemptible: queue {gang.queue} runs {gpus(held_non_preemptible.get(gang.queue, 0))} "
+                       f"non-preemptible + {gpus(demand)} asked > quota {bounds.quota}")  # fmt: skip
+    if room(free, gang.gpus) < gang.pods:
+        reasons.append(f"the idle GPUs hold {room(free, gang.gpus)} of its {gang.pods} pods of {gpus(gang.gpus)} GPU")
+    return "; ".join(reasons)
 
 
 def fitting_gangs_bound(waiting: Sequence[Asking], free: Mapping[str, int], held: Mapping[str, float],
                         held_non_preemptible: Mapping[str, float], queues: Mapping[str, QueueBounds]) -> Verdict:  # fmt: skip
-    """Once the mix has settled no waiting gang fits (:func:`fits`); the words of the scale area's detector."""
-    fitting = [g for g in waiting if fits(g, free, held, held_non_preemptible, queues)]
-    idle = sum(left for left in free.values() if left > 0)
-    if fitting:
-        described = [f"{g.name} ({g.pods}×{gpus(g.gpus)} GPU, queue {g.queue}: room for {room(free, g.gpus)} such "
-                     "pods)" for g in fitting]  # fmt: skip
-        return Verdict("fitting-gangs-bound", False, f"{len(fitting)} waiting gang(s) fit the {idle} idle GPUs "
-                       f"within their queue's limit and quota: {name_list(described, str)}")  # fmt: skip
-    return Verdict("fitting-gangs-bound", True, f"none of the {len(waiting)} waiting gang(s) fits the {idle} idle GPUs "
-                   "within its queue's limit and quota")  # fmt: skip
+    """Once the mix has settled no waiting gang fits (:func:`fits`); the words of the scale area's detector: each
+    waiting gang and why it does not fit, or a vacuous hold when none waited."""
+    return judged_fits(waiting, free, lambda g: why_not(g, free, held, held_non_preemptible, queues),
+                       lambda g: room(free, g.gpus))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ reservation pods

@@ -29,6 +29,7 @@ from kai_conformance.fixtures.waits import (
 )
 from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import diagnosis
+from kai_conformance.suites.support.confirm import confirm_fired
 from kai_conformance.suites.support.detectors.gang import gang_fully_bound
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import KaiRow
@@ -294,6 +295,11 @@ class Workload:
         included): ``AssertionError("<message>: <verdict>")``."""
         if not verdict.ok:
             raise self.observer.explain(AssertionError(f"{message}: {verdict}"), self.about)
+
+    def confirm_fired(self, verdict: Verdict, message: str, *, naming: Sequence[str] = ()) -> None:
+        """A control about this workload: the detector must fire (naming each of ``naming``); a failure carries the
+        workload's chain diagnosis (suites/support/confirm.py)."""
+        confirm_fired(verdict, message, naming=naming, observer=self.observer, about=self.about)
 
     def settle(self, check: Check, *, what: str, timeout: float, **kwargs: Any) -> tuple[Snapshot, Verdict]:
         kwargs.setdefault("about", self.about)

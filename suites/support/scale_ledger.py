@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from kai_conformance.reports.records import BurstTimes, GangTimes
 from kai_conformance.suites.support.cases.scale import BurstPlan, PlannedGang
 from kai_conformance.suites.support.detectors import scale as detect
-from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
+from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, vacuous
 from kai_conformance.suites.support.snapshot import (
     Obj,
     gpus_of,
@@ -101,6 +101,7 @@ class BurstLedger:
         self.held_total = 0
         self.series: list[tuple[float, float]] = []
         self.binds = 0
+        self.non_preemptible_binds = 0
         self.last_bind: float | None = None
         self.last_change: float | None = None
         self.first_submitted: float | None = None
@@ -169,6 +170,7 @@ class BurstLedger:
         self.series.append((at, float(self.held_total)))
         if now:
             self.binds += 1
+            self.non_preemptible_binds += not gang.plan.preemptible
             self.last_bind = at
             if gang.bound == 1:
                 gang.round_started = at
@@ -213,7 +215,30 @@ class BurstLedger:
             verdicts["non-preemptible-never-evicted"] = self.violations.get(
                 "non-preemptible-never-evicted"
             ) or detect.non_preemptible_evictions(self.evicted_non_preemptible)
-        return verdicts
+        return self.marked_vacuous(verdicts)
+
+    def nothing_to_judge(self) -> dict[str, str]:
+        """Why a detector had nothing to judge so far (detector → reason), for those that had not."""
+        reasons = {}
+        if not self.partial.placed_ever:
+            reasons["gang-never-partial"] = "no pod was ever placed, so no gang could be partial"
+        if not any(q.limit >= 0 for q in self.queues.values()):
+            reasons["queue-limit"] = "no queue has a GPU limit"
+        elif not self.binds:
+            reasons["queue-limit"] = "no pod was ever bound"
+        non_preemptible = any(not g.plan.preemptible for g in self.gangs.values())
+        if not non_preemptible or not self.non_preemptible_binds:
+            why = "no gang is non-preemptible" if not non_preemptible else "no non-preemptible pod was ever bound"
+            reasons["non-preemptible-never-evicted"] = why
+            reasons["non-preemptible-in-quota"] = why
+        elif not any(q.quota >= 0 for q in self.queues.values()):
+            reasons["non-preemptible-in-quota"] = "no queue has a GPU quota"
+        return reasons
+
+    def marked_vacuous(self, verdicts: dict[str, Verdict]) -> dict[str, Verdict]:
+        """``verdicts`` with each hold that had nothing to judge marked so (a violation stays as it is)."""
+        reasons = self.nothing_to_judge()
+        return {name: vacuous(v, reasons[name]) if name in reasons else v for name, v in verdicts.items()}
 
     def guards(self, at: float) -> Verdict:
         """All over-the-run detectors as one verdict (the failing ones first)."""

@@ -32,3 +32,10 @@ def arrivals_as_expected(arrivals: Sequence[Arrival]) -> Verdict:
         ]
         return Verdict("propagation", False, f"{len(wrong)} of {len(arrivals)} arrivals differ: " + "; ".join(lines))
     return Verdict("propagation", True, f"all {len(arrivals)} (source, key, level) arrivals as expected")
+
+
+def fired_at_levels(fired: set[str], expected: set[str] | frozenset[str]) -> Verdict:
+    """The propagation detector fired at exactly the ``expected`` levels (a control's: the misjudged ones)."""
+    same = set(fired) == set(expected)
+    return Verdict("propagation-levels", same, f"the label detector fired at {sorted(fired)}"
+                   + ("" if same else f", expected exactly at {sorted(expected)}"))  # fmt: skip

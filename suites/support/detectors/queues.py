@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from kai_conformance.fixtures import api_views
 from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
 from kai_conformance.suites.support.expectations import UNSCHEDULABLE_CONDITION, UNSCHEDULABLE_REASON
-from kai_conformance.suites.support.snapshot import NAMED, Obj, Snapshot, name_of
+from kai_conformance.suites.support.snapshot import NAMED, Obj, Snapshot, name_of, uid_of
 
 
 def _podgroup_reasons(snap: Snapshot, podgroup: Obj) -> list[tuple[str, str]]:
@@ -71,3 +71,14 @@ def podgroup_queue(snap: Snapshot, queue: str) -> Verdict:
 def podgroup_priority_class(snap: Snapshot, priority_class: str) -> Verdict:
     """The PodGroup carries ``priority_class``."""
     return _podgroup_spec_is(snap, "podgroup-priority", "priorityClassName", priority_class)
+
+
+def podgroup_kept(snap: Snapshot, before: Obj) -> Verdict:
+    """The workload's one PodGroup is ``before`` itself (same uid), not a new one made in its place: a queue kept by
+    a replacement proves nothing about the queue not moving."""
+    podgroup = one_podgroup(snap, "podgroup-kept")
+    if isinstance(podgroup, Verdict):
+        return podgroup
+    kept = uid_of(podgroup) == uid_of(before)
+    how = "the same object" if kept else f"a replacement (uid {uid_of(podgroup)}, was {uid_of(before)})"
+    return Verdict("podgroup-kept", kept, f"PodGroup {name_of(podgroup)} is {how}")

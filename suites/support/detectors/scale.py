@@ -21,8 +21,9 @@ Once settled:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.snapshot import name_list
@@ -45,8 +46,10 @@ class PartialGangs:
         self.longest = 0.0
         self.partial_moments = 0
         self.violation: Verdict | None = None
+        self.placed_ever = False  # a gang with no pod ever placed cannot be partial: nothing to judge
 
     def update(self, gang: str, bound: int, size: int, at: float) -> None:
+        self.placed_ever = self.placed_ever or bound > 0
         if 0 < bound < size:
             if gang not in self.since:
                 self.since[gang] = at
@@ -159,18 +162,40 @@ def fits(
       ``NonPreemptibleOverQuota``).
 
     No eviction is assumed: a gang that fits needs nothing but GPUs that are idle."""
+    return not why_not(gang, free, held, held_non_preemptible, queues)
+
+
+def why_not(
+    gang: Waiting,
+    free: Mapping[str, int],
+    held: Mapping[str, int],
+    held_non_preemptible: Mapping[str, int],
+    queues: Mapping[str, QueueBounds],
+) -> str:
+    """Why ``gang`` does not fit (:func:`fits`), each reason with its numbers; "" when it fits."""
     bounds = queues.get(gang.queue)
     demand = gang.pods * gang.gpus
+    reasons = []
     if bounds is not None and bounds.limit >= 0 and held.get(gang.queue, 0) + demand > bounds.limit:
-        return False
+        reasons.append(f"queue {gang.queue} holds {held.get(gang.queue, 0)} + {demand} asked > limit {bounds.limit}")
     if (
         bounds is not None
         and not gang.preemptible
         and bounds.quota >= 0
         and held_non_preemptible.get(gang.queue, 0) + demand > bounds.quota
     ):
-        return False
-    return room(free, gang.gpus) >= gang.pods
+        reasons.append(f"non-preemptible: queue {gang.queue} runs {held_non_preemptible.get(gang.queue, 0)} "
+                       f"non-preemptible + {demand} asked > quota {bounds.quota}")  # fmt: skip
+    if room(free, gang.gpus) < gang.pods:
+        reasons.append(f"the idle GPUs hold {room(free, gang.gpus)} of its {gang.pods} pods of {gang.gpus} GPU")
+    return "; ".join(reasons)
+
+
+def free_text(free: Mapping[str, int]) -> str:
+    """``12 idle GPUs (w1 4, w2 8)``: the idle GPUs per node, as the fit was judged."""
+    idle = {node: left for node, left in sorted(free.items()) if left > 0}
+    per_node = ", ".join(f"{node} {gpus(left)}" for node, left in idle.items())
+    return f"{gpus(sum(idle.values()))} idle GPUs" + (f" ({per_node})" if per_node else "")
 
 
 def fitting_gangs_bound(
@@ -181,22 +206,40 @@ def fitting_gangs_bound(
     queues: Mapping[str, QueueBounds],
 ) -> Verdict:
     """Once the burst has settled, no waiting gang fits (:func:`fits`): KAI leaves no GPU idle that a waiting gang
-    could use within its queue's limit and, if non-preemptible, its quota."""
-    fitting = [g for g in waiting if fits(g, free, held, held_non_preemptible, queues)]
-    idle = sum(left for left in free.values() if left > 0)
+    could use within its queue's limit and, if non-preemptible, its quota. The verdict names each waiting gang and
+    why it does not fit, so a reader can check the judgement; with no gang waiting it holds vacuously."""
+    return judged_fits(waiting, free, lambda g: why_not(g, free, held, held_non_preemptible, queues),
+                       lambda g: room(free, g.gpus))  # fmt: skip
+
+
+def judged_fits(waiting: Sequence[Any], free: Mapping[str, int], reason: Callable[[Any], str],
+                room_for: Callable[[Any], int]) -> Verdict:  # fmt: skip
+    """``fitting-gangs-bound`` from each waiting gang's reason not to fit (``reason``: "" when it fits) and the pods
+    of its shape the idle GPUs hold (``room_for``); the chaos area's fractional gangs come here too
+    (suites/support/chaos_sharing.py)."""
+    idle = free_text(free)
+    if not waiting:
+        return Verdict("fitting-gangs-bound", True, f"held vacuously, no placeable gang waited to be judged; {idle}",
+                       vacuous=True)  # fmt: skip
+    why = {g.name: reason(g) for g in waiting}
+    shape = {g.name: f"{g.name} ({g.pods}×{gpus(g.gpus)} GPU, queue {g.queue}"
+                     f"{'' if g.preemptible else ', non-preemptible'})" for g in waiting}  # fmt: skip
+    fitting = [g for g in waiting if not why[g.name]]
+    others = "; ".join(f"{shape[name]}: {text}" for name, text in why.items() if text)
     if fitting:
-        described = [f"{g.name} ({g.pods}×{g.gpus} GPU, queue {g.queue}: room for {room(free, g.gpus)} such pods)"
+        described = [f"{g.name} ({g.pods}×{gpus(g.gpus)} GPU, queue {g.queue}: room for {room_for(g)} such pods)"
                      for g in fitting]  # fmt: skip
         return Verdict(
             "fitting-gangs-bound",
             False,
-            f"{len(fitting)} waiting gang(s) fit the {idle} idle GPUs within their queue's limit and quota: "
-            + _named(described),
+            f"{len(fitting)} waiting gang(s) fit the {idle} within their queue's limit and quota: "
+            + _named(described)
+            + (f"; the others do not: {others}" if others else ""),
         )
     return Verdict(
         "fitting-gangs-bound",
         True,
-        f"none of the {len(waiting)} waiting gang(s) fits the {idle} idle GPUs within its queue's limit and quota",
+        f"none of the {len(waiting)} waiting gang(s) fits the {idle} within its queue's limit and quota: {others}",
     )
 
 

@@ -6,7 +6,7 @@ verdicts (``record.verdict``) and turn them into waits (``verdict.observation()`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kai_conformance.fixtures.waits import Observation
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, name_of
@@ -17,12 +17,23 @@ class Verdict:
     detector: str
     ok: bool
     explanation: str
+    #: Held only because there was nothing to judge (no gang waited, no pod was ever bound, …): a hold that proves
+    #: nothing about the product, which a reader must be able to tell from one that does.
+    vacuous: bool = False
 
     def observation(self) -> Observation:
         return Observation(self.ok, f"{self.detector}: {self.explanation}")
 
     def __str__(self) -> str:
-        return f"[{self.detector}] {'ok' if self.ok else 'VIOLATED'}: {self.explanation}"
+        held = "ok (vacuous)" if self.vacuous else "ok"
+        return f"[{self.detector}] {held if self.ok else 'VIOLATED'}: {self.explanation}"
+
+
+def vacuous(verdict: Verdict, reason: str) -> Verdict:
+    """``verdict``, if it held, marked as held vacuously because ``reason`` (nothing to judge); a violation stays."""
+    if not verdict.ok or verdict.vacuous:
+        return verdict
+    return replace(verdict, vacuous=True, explanation=f"held vacuously, {reason} ({verdict.explanation})")
 
 
 def all_of(*verdicts: Verdict) -> Verdict:
