@@ -17,7 +17,9 @@ def probes_by_component() -> list[tuple[str, dict]]:
             ("trainer", trainer_probe().invalid), ("kai", podgroup_probe().invalid)]  # fmt: skip
 
 
-@pytest.mark.parametrize(("component", "invalid"), probes_by_component(), ids=["queue", "jobset", "trainjob", "podgroup"])
+@pytest.mark.parametrize(
+    ("component", "invalid"), probes_by_component(), ids=["queue", "jobset", "trainjob", "podgroup"]
+)
 def test_probe_objects_are_schema_valid_for_every_supported_version(
     component: str, invalid: dict, schema_root: Path
 ) -> None:
