@@ -23,8 +23,6 @@ from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventuall
 PROBE_NAME = "kai-conformance-readiness-probe"
 #: Where namespaced probe objects are dry-run (every cluster has it; nothing is stored).
 PROBE_NAMESPACE = "default"
-#: How a dry-run answer starts when the API server admitted the invalid object.
-ADMITTED = "admitted an invalid"
 
 
 def deployment_available(deployment: dict[str, Any] | None) -> tuple[bool, str]:
@@ -92,7 +90,7 @@ def webhook_answer(kube: KubeApi, probe: WebhookProbe) -> Observation:
             f"{probe.component}: a dry-run of an invalid {kind} was answered {exc}, but the webhook "
             f"{probe.webhook} rejects it with {probe.rejection!r}. fix: {probe.hint}"
         ) from exc
-    return Observation(False, f"{ADMITTED} {kind}: webhook {probe.webhook} is not registered yet")
+    return Observation(False, f"an invalid {kind} was admitted: webhook {probe.webhook} is not registered yet")
 
 
 def webhook_serves(kube: KubeApi, probe: WebhookProbe, timeouts: TimeoutPolicy) -> str:
