@@ -3,6 +3,7 @@
 A report directory (``--report-dir``) holds, after a run::
 
     report.html        the self-contained conformance report (open it in any browser, offline)
+    ai-conformance.yaml  the Kubernetes AI Conformance checklist, filled in (reports/ai_conformance.py)
     summary.md         the Markdown summary (PR comment, $GITHUB_STEP_SUMMARY)
     summary.json       the same for machines: verdict, totals, matrix, runs, performance metrics and every case record
     junit.xml          JUnit XML (pytest --junitxml) for CI systems
@@ -22,7 +23,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kai_conformance.reports import allure_files, html, junit, markdown, metrics, runtime_table
+from kai_conformance.reports import ai_conformance, allure_files, html, junit, markdown, metrics, runtime_table
 from kai_conformance.reports.model import Case, Cell, Report, RunRecords, Status, build
 from kai_conformance.reports.records import CaseRecord, read_all
 from kai_conformance.reports.runinfo import RunInfo
@@ -132,6 +133,7 @@ def artifacts_of(directory: Path) -> dict[str, str]:
         "Markdown summary": MARKDOWN,
         "JSON summary for machines": JSON,
         "diagnostics of failed cases": DIAGNOSTICS + "/",
+        "Kubernetes AI Conformance checklist (YAML)": ai_conformance.CHECKLIST_FILE,
     }
     return {label: link for label, link in found.items() if link in (JSON, MARKDOWN) or (directory / link).exists()}
 
@@ -143,6 +145,7 @@ def write_reports(directory: Path, runs: list[RunRecords], title: str = DEFAULT_
     paths = Written(directory / HTML, directory / MARKDOWN, directory / JSON, report)
     paths.json.write_text(json.dumps(summary_json(report), indent=1, sort_keys=False))
     paths.markdown.write_text(markdown.render(report, HTML))
+    ai_conformance.write(directory, report, HTML)
     paths.html.write_text(html.render(report, artifacts_of(directory)))
     return paths
 

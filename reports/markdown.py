@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kai_conformance.reports import apiload, metrics, runtime_table
+from kai_conformance.reports import ai_conformance, apiload, metrics, runtime_table
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
@@ -102,6 +102,7 @@ def render(report: Report, html_name: str = "report.html") -> str:
                 out.append(f"| {_cell(behaviour.title)} | " + " | ".join(cells) + " |")
         out.append("")
     out += runtime_table.markdown(runtime_table.of_report(report))
+    out += ai_conformance.markdown(ai_conformance.of_report(report), html_name)
     out += _metrics_table(metrics.of_report(report))
     for run in report.runs:
         versions = run.component_versions()

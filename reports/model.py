@@ -40,6 +40,7 @@ AREAS: dict[str, str] = {
     "runtimes": "Trainer's shipped runtimes",
     "scale": "Scheduling at scale",
     "chaos": "Invariants under chaos",
+    "ai_conformance": "Kubernetes AI Conformance",
     "control": "Detector controls",
     "": "Other",
 }

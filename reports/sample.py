@@ -169,6 +169,52 @@ def _run_cases(run_id: str, versions: dict, old: bool) -> list[CaseRecord]:
         expectations="KAI v0.16: PodGroup owned by the JobSet" if old else "KAI v0.17+: owned by the TrainJob",
         verdicts=[DetectorVerdict("podgroup-owner", True, "PodGroup pg-trainjob-owner owned by TrainJob/owner")],
     ))  # fmt: skip
+    return cases + _ai_conformance_cases(r, old)
+
+
+def _ai_conformance_cases(r, old: bool) -> list[CaseRecord]:
+    """The Kubernetes AI Conformance cases (suites/test_ai_conformance.py): met on the newer run; on the older one a
+    gang placed partially (gang_scheduling not met) and no GPU sharing on the stack (gpu_sharing not assessed)."""
+    module, area = "suites/test_ai_conformance.py", "ai_conformance"
+    passed = lambda function, param, detector, text, **k: r(  # noqa: E731
+        f"{module}::{function}[{param}]", function.removeprefix("test_").replace("_", " ").capitalize(), area,
+        outcome="passed", duration=k.pop("duration", 0.4), params={"case": param},
+        verdicts=[DetectorVerdict(detector, True, text)], **k)  # fmt: skip
+    negative = "test_gang_scheduling_negative_room_for_fewer_than_n_pods_runs_no_pod"
+    cases = [
+        passed("test_gang_scheduling_positive_n_co_scheduled_pods_all_run_and_the_trainjob_completes",
+               "3-pods-of-1-gpu-run-whole-and-complete", "trainjob-complete",
+               "TrainJob gang Complete (AllJobsCompleted); every pod Succeeded", duration=24.1),
+        passed("test_robust_controller_controllers_run_and_their_crds_are_registered", "trainer",
+               "controllers-running", "Kubeflow Trainer: every controller Running"),
+        passed("test_robust_controller_controllers_run_and_their_crds_are_registered", "kai", "controllers-running",
+               "KAI Scheduler: every controller Running"),
+        *(passed("test_robust_controller_webhook_refuses_an_invalid_object", kind, "webhook-rejects-invalid",
+                 f"refused an invalid {kind}") for kind in ("trainjob", "queue", "podgroup")),
+        passed("test_robust_controller_reconciled_a_valid_trainjob_into_jobset_jobs_and_pods",
+               "2-pod-trainjob-reconciled-and-complete", "trainjob-reconciled",
+               "reconciled: TrainJob valid (1) → JobSet (1) → Job (1) → pod (2 of 2)", duration=22.0),
+    ]  # fmt: skip
+    if old:
+        cases.append(r(
+            f"{module}::{negative}[over-cluster-of-1-gpu]", "Gang scheduling negative: room for fewer than N", area,
+            outcome="failed", failure_kind="product", duration=6.3, params={"case": "over-cluster-of-1-gpu"},
+            exception="kai_conformance.fixtures.waits.ConditionViolated", category="Product: forbidden state observed",
+            message="E   fixtures.waits.ConditionViolated: no pod of 9 pod(s) × 1 GPU(s) bound or Running: violated "
+                    "after 4.1s of a 15s hold\nE   observed: gang-held: 8 of 9 pods bound although the gang must not "
+                    "be placed",
+            verdicts=[DetectorVerdict("gang-held", False, "8 of 9 pods bound although the gang must not be placed")],
+        ))  # fmt: skip
+        cases.append(r(
+            f"{module}::test_gpu_sharing_fractions_of_one_device_run_side_by_side[2-pods-of-0.5-gpu]",
+            "GPU sharing: fractions of one device run side by side", area, outcome="skipped",
+            message="KAI's GPU sharing is off on this stack (global.gpuSharing=false); turn it on with --kai-set "
+                    "global.gpuSharing=true",
+        ))  # fmt: skip
+    else:
+        cases.append(passed(negative, "over-cluster-of-1-gpu", "gang-held", "none of the 9 pods bound (9 pending)"))
+        cases.append(passed("test_gpu_sharing_fractions_of_one_device_run_side_by_side", "2-pods-of-0.5-gpu",
+                            "one-device", "both pods on GPU group 3f2a of kai-conformance-worker"))  # fmt: skip
     return cases
 
 

@@ -90,27 +90,7 @@ def test_two_half_gpu_pods_share_one_device(
 ) -> None:
     """Both pods bound and running with the admission's RuntimeClass; their BindRequests say Fraction × 0.50 on
     one GPU group of one node."""
-    require_sharing(sharing)
-    skip_unless(sharing.unshared_devices() is None, sharing.unshared_devices() or "")
-    require_gpus(ctx.layout, case.devices)
-    workspace.apply_all(case.manifests(ctx))
-    gang = bound_fractions(observer, case.workload, case.pods, timeouts, record, expect)
-    row = f"[{expect.sharing.name}]"
-    snap, running = gang.until(
-        lambda s: pods_running(s, case.pods),
-        what=f"the {case.pods} fractional pods of TrainJob {gang.name} running",
-        timeout=timeouts("running"),
-        failure=errors.WaitTimeout,
-    )
-    record.verdict(running)
-    requests = bind_requests(observer)
-    for verdict in (
-        runtime_class(snap, sharing.runtime_class or None),
-        fractional_bind_requests(snap, requests, case.portion),
-        one_device(snap, requests),
-    ):
-        record.verdict(verdict)
-        gang.confirm(verdict, f"{row} {case.pods} pods of {case.fraction} GPU")
+    fractions_share_one_device(case, ctx, workspace, observer, expect, timeouts, record, sharing)
 
 
 @pytest.mark.parametrize("case", [param(c) for c in BEHIND_A_BLOCKER])
@@ -210,3 +190,38 @@ def bound_fractions(
         raise
     record.verdict(bound)
     return gang
+
+
+def fractions_share_one_device(
+    case: FractionCase,
+    ctx: RenderContext,
+    workspace: Workspace,
+    observer: Observer,
+    expect: Expectations,
+    timeouts: TimeoutPolicy,
+    record: CaseRecorder,
+    sharing: SharingSupport,
+) -> None:
+    """The fractional pods of ``case`` bound and running with the admission's RuntimeClass; their BindRequests say
+    Fraction × the portion on one GPU group of one node (also the AI conformance ``gpu_sharing`` case)."""
+    require_sharing(sharing)
+    skip_unless(sharing.unshared_devices() is None, sharing.unshared_devices() or "")
+    require_gpus(ctx.layout, case.devices)
+    workspace.apply_all(case.manifests(ctx))
+    gang = bound_fractions(observer, case.workload, case.pods, timeouts, record, expect)
+    row = f"[{expect.sharing.name}]"
+    snap, running = gang.until(
+        lambda s: pods_running(s, case.pods),
+        what=f"the {case.pods} fractional pods of TrainJob {gang.name} running",
+        timeout=timeouts("running"),
+        failure=errors.WaitTimeout,
+    )
+    record.verdict(running)
+    requests = bind_requests(observer)
+    for verdict in (
+        runtime_class(snap, sharing.runtime_class or None),
+        fractional_bind_requests(snap, requests, case.portion),
+        one_device(snap, requests),
+    ):
+        record.verdict(verdict)
+        gang.confirm(verdict, f"{row} {case.pods} pods of {case.fraction} GPU")

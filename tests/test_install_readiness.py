@@ -7,17 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.clusters.install.readiness import jobset_probe, queue_probe, trainer_probe
+from kai_conformance.clusters.install.readiness import jobset_probe, podgroup_probe, queue_probe, trainer_probe
 from kai_conformance.fixtures.options import CATALOG
 from tests import crd_schemas
 
 
 def probes_by_component() -> list[tuple[str, dict]]:
     return [("kai", queue_probe().invalid), ("jobset", jobset_probe("registry.k8s.io/pause:3.10").invalid),
-            ("trainer", trainer_probe().invalid)]  # fmt: skip
+            ("trainer", trainer_probe().invalid), ("kai", podgroup_probe().invalid)]  # fmt: skip
 
 
-@pytest.mark.parametrize(("component", "invalid"), probes_by_component(), ids=["queue", "jobset", "trainjob"])
+@pytest.mark.parametrize(
+    ("component", "invalid"), probes_by_component(), ids=["queue", "jobset", "trainjob", "podgroup"]
+)
 def test_probe_objects_are_schema_valid_for_every_supported_version(
     component: str, invalid: dict, schema_root: Path
 ) -> None:

@@ -144,7 +144,8 @@ def test_pytest_suites_without_any_tool_stops_with_one_message(tmp_path: Path) -
     assert "factor above 0" in scale_fix and "versions.yaml" not in scale_fix
     assert (
         "gang, queue, labels, preemption, podgrouper, elastic, placement, topology, sharing, fairness, consolidation, "
-        "lifecycle, runtimes, scale, chaos, control, serial, shared_workers, disruptive, slow, kubelet" in marker_fix
+        "lifecycle, runtimes, scale, chaos, ai_conformance, control, serial, shared_workers, disruptive, slow, kubelet"
+        in marker_fix
     )
     assert "Nothing was created." in output
     assert sorted(p.relative_to(tmp_path / "r") for p in (tmp_path / "r").rglob("*")) == [

@@ -123,7 +123,7 @@ def test_chromium_renders_the_report_offline(browser: str, sample_report: genera
     page.write_text(sample_report.html.read_text().replace("openTarget();\n</script>", f'location.hash = "#{failed.anchor}";\nopenTarget();\n</script>'))  # fmt: skip
     dom = chromium.dump_dom(page)
     png = chromium.screenshot(sample_report.html, tmp_path / "report.png", 1280, 900)
-    assert "Not conformant: 1 product failure" in dom
+    assert "Not conformant: 2 product failures" in dom
     assert dom.count("<svg") >= len(sample_report.report.timeline_cases)
     opened = re.search(rf'<details class="case c-failed" id="{failed.anchor}"[^>]*>', dom)
     assert opened and " open" in opened.group(0)

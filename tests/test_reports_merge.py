@@ -84,7 +84,7 @@ def test_generate_rewrites_a_directorys_reports_and_appends_the_step_summary(
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     assert cli.main(["generate", str(run_dirs[1])]) == 0
     output = capsys.readouterr().out
-    assert output.startswith("Not conformant: 1 product failure\n") and "appended the Markdown summary" in output
+    assert output.startswith("Not conformant: 2 product failures\n") and "appended the Markdown summary" in output
     assert step_summary.read_text() == (run_dirs[1] / "summary.md").read_text() + "\n"
     assert (run_dirs[1] / "report.html").is_file()
 

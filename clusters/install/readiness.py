@@ -69,34 +69,37 @@ class WebhookProbe:
     hint: str  # where to look when it never serves
 
 
+def webhook_answer(kube: KubeApi, probe: WebhookProbe) -> Observation:
+    """One dry-run of the invalid object: rejected as upstream rejects it (ok), or admitted, or the webhook not
+    serving (not ok, the summary says which); any other answer fails at once, naming the fix."""
+    kind = probe.invalid["kind"]
+    try:
+        kube.create(probe.invalid, dry_run=True)
+    except errors.KindNotServed as exc:
+        raise errors.InfrastructureError(
+            f"{probe.component} is not installed: the API server does not serve {kind} ({exc.message}); its "
+            "CRD is missing. fix: install it (without --install never; on an existing cluster with --install always) "
+            "or check the install output above"
+        ) from exc
+    except errors.KubeError as exc:
+        if probe.rejection in exc.message:
+            return Observation(True, f"rejected as expected: {exc.message}")
+        if isinstance(exc, (errors.ServerError, errors.Unreachable)) or "failed calling webhook" in exc.message:
+            return Observation(False, f"webhook not serving yet: {exc.message}")
+        raise errors.InfrastructureError(
+            f"{probe.component}: a dry-run of an invalid {kind} was answered {exc}, but the webhook "
+            f"{probe.webhook} rejects it with {probe.rejection!r}. fix: {probe.hint}"
+        ) from exc
+    return Observation(False, f"an invalid {kind} was admitted: webhook {probe.webhook} is not registered yet")
+
+
 def webhook_serves(kube: KubeApi, probe: WebhookProbe, timeouts: TimeoutPolicy) -> str:
     """Dry-run the invalid object until the webhook rejects it as upstream does; returns the rejection."""
-    kind = probe.invalid["kind"]
-
-    def attempt() -> Observation:
-        try:
-            kube.create(probe.invalid, dry_run=True)
-        except errors.KindNotServed as exc:
-            raise errors.InfrastructureError(
-                f"{probe.component} is not installed: the API server does not serve {kind} ({exc.message}); its "
-                "CRD is missing. fix: install it (without --install never; on an existing cluster with --install always) "
-                "or check the install output above"
-            ) from exc
-        except errors.KubeError as exc:
-            if probe.rejection in exc.message:
-                return Observation(True, f"rejected as expected: {exc.message}")
-            if isinstance(exc, (errors.ServerError, errors.Unreachable)) or "failed calling webhook" in exc.message:
-                return Observation(False, f"webhook not serving yet: {exc.message}")
-            raise errors.InfrastructureError(
-                f"{probe.component}: a dry-run of an invalid {kind} was answered {exc}, but the webhook "
-                f"{probe.webhook} rejects it with {probe.rejection!r}. fix: {probe.hint}"
-            ) from exc
-        return Observation(False, f"an invalid {kind} was admitted: webhook {probe.webhook} is not registered yet")
-
-    what = f"{probe.component} webhook {probe.webhook} to reject an invalid {kind}"
+    what = f"{probe.component} webhook {probe.webhook} to reject an invalid {probe.invalid['kind']}"
     progress.report(f"waiting for {what}")
     started = time.monotonic()
-    result = eventually(attempt, what=what, timeout=timeouts("webhook"), failure=errors.WaitTimeout, fix=probe.hint)
+    result = eventually(lambda: webhook_answer(kube, probe), what=what, timeout=timeouts("webhook"),
+                        failure=errors.WaitTimeout, fix=probe.hint)  # fmt: skip
     progress.report(f"{probe.component}: webhook {probe.webhook} serves ({time.monotonic() - started:.1f}s)")
     return result.summary
 
@@ -139,4 +142,19 @@ def trainer_probe() -> WebhookProbe:
         invalid=_invalid(kinds.TRAIN_JOB, {"runtimeRef": {"name": f"{PROBE_NAME}-missing-runtime"}}),
         rejection="must be created before the TrainJob is created",
         hint="check the kubeflow-trainer-controller-manager Deployment and its logs in namespace kubeflow-system",
+    )
+
+
+def podgroup_probe() -> WebhookProbe:
+    return WebhookProbe(
+        component="KAI Scheduler",
+        webhook="kai-podgroup-validation-v2alpha2",
+        # Two SubGroups of one name: the CRD allows it (no list keys), the PodGroup webhook rejects it
+        # (pkg/apis/scheduling/v2alpha2/podgroup_webhook.go validateSubGroups, the same at v0.16.8 and v0.17.0).
+        invalid=_invalid(
+            kinds.POD_GROUP, {"subGroups": [{"name": "twice", "minMember": 1}, {"name": "twice", "minMember": 1}]}
+        ),
+        rejection="duplicate subgroup name twice",
+        hint="check the podgroup-controller Deployment and `kubectl get validatingwebhookconfiguration "
+        "kai-podgroup-validation-v2alpha2` in namespace kai-scheduler",
     )
