@@ -49,6 +49,7 @@ from kai_conformance.suites.support.cases.ai_conformance import WEBHOOKS, Ending
 from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
 from kai_conformance.suites.support.cases.gang import GangCase
 from kai_conformance.suites.support.cases.sharing import FractionCase
+from kai_conformance.suites.support.confirm import confirm
 from kai_conformance.suites.support.detectors.ai_conformance import (
     controllers_running,
     trainjob_reconciled,
@@ -162,7 +163,7 @@ def test_robust_controller_controllers_run_and_their_crds_are_registered(
     pods = [p for namespace in sorted({ns for ns, _ in found.refs}) for p in kube.list(kinds.POD, namespace)]
     verdict = controllers_running(label, deployments, pods)
     record.verdict(verdict)
-    assert verdict.ok, str(verdict)
+    confirm(verdict, f"[{label}] its controllers are not all running")
 
 
 @pytest.mark.parametrize("case", [param(c) for c in WEBHOOKS])
@@ -173,7 +174,7 @@ def test_robust_controller_webhook_refuses_an_invalid_object(
     probe = case.probe()
     verdict = webhook_rejects(probe, webhook_answer(kube, probe))
     record.verdict(verdict)
-    assert verdict.ok, str(verdict)
+    confirm(verdict, f"[{case.id}] the webhook did not refuse its invalid object")
 
 
 @pytest.mark.kubelet
