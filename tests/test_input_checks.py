@@ -208,3 +208,19 @@ def test_the_kubernetes_minor_is_known_even_when_other_options_are_bad() -> None
     assert kubernetes_minor_guess(options(**{"--node-image": "kindest/node:v1.34.1"})) == "1.34"
     assert kubernetes_minor_guess(options()) is not None
     assert kubernetes_minor_guess(options(**{"--k8s-version": "latest"})) is None
+
+
+def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: Path) -> None:
+    from kai_conformance.fixtures.resolution import resolve_settings
+    from tests.test_clusters_kwok import Options
+
+    parse_int = input_checks.lenient(int)
+    assert parse_int("12") == 12 and isinstance(parse_int("abc"), input_checks.NotANumber)
+    given = {"--fake-nodes": parse_int("abc"), "--slices": parse_int("1.5"),
+             "--timeout-scale": input_checks.lenient(float)("x"), "--topology": "nope"}  # fmt: skip
+    settings, problems = resolve_settings(Options(tmp_path, **given))  # type: ignore[arg-type]
+    assert settings is None
+    assert [p.what for p in problems][:4] == ["--fake-nodes 'abc' is not a number", "--slices '1.5' is not a number",
+                                              "--timeout-scale 'x' is not a number", "unknown topology 'nope'; known: "
+                                              "pr-gate, release, scale-100, scale-500 (or a path to a topology YAML file)"]  # fmt: skip
+    assert "--fake-nodes with a whole number" in problems[0].fix
