@@ -15,7 +15,7 @@ import jinja2
 from markupsafe import Markup
 
 from kai_conformance.reports import apiload, metrics, perfplots, plot, runtime_table, timeline
-from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status, area_heading
 from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -86,7 +86,7 @@ def _environment() -> jinja2.Environment:
         api_load_rows=api_load_rows,
         Status=Status,
         STATUS_ORDER=STATUS_ORDER,
-        AREAS=AREAS,
+        area_heading=area_heading,
         STATISTICS=metrics.STATISTICS,
     )
     return env

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 
 from kai_conformance.reports import apiload, metrics, runtime_table
-from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
 MAX_EXPLANATION = 600
@@ -93,8 +93,8 @@ def render(report: Report, html_name: str = "report.html") -> str:
     if len(report.columns) > 1:
         out += ["### Matrix", "", "| Behaviour | " + " | ".join(_cell(c.short) for c in report.columns) + " |",
                 "| --- | " + " | ".join(":---:" for _ in report.columns) + " |"]  # fmt: skip
-        for area in AREAS:
-            for behaviour in (b for b in report.behaviours if b.area == area):
+        for area in report.areas:
+            for behaviour in (b for b in report.behaviours if b.area == area.area):
                 cells = []
                 for column in report.columns:
                     cell = behaviour.cells.get(column.key)
