@@ -53,6 +53,20 @@ FIRST_DIAGNOSTICS = ("events.txt", "pods.txt", "podgroups.yaml", "case-objects.y
                      "logs-kai-scheduler.txt", "gpus.txt")  # fmt: skip
 
 
+#: A dotted module path before an exception's class name: ``fixtures.errors.ServerError`` at a line's start, or
+#: ``kai_conformance.fixtures.waits.WaitTimeout`` anywhere. A reader needs the class name, not where it lives.
+_MODULE_PATH = re.compile(
+    r"^(?P<indent>\s*)(?:[a-z_][a-z0-9_]*\.)+(?=[A-Z]\w*(?::|$))"
+    r"|\b(?:kai_conformance\.)?(?:fixtures|clusters|suites|reports)(?:\.[a-z_][a-z0-9_]*)+\.(?=[A-Z]\w*)",
+    re.MULTILINE,
+)
+
+
+def without_module_paths(text: str) -> str:
+    """``fixtures.errors.ServerError: apply … → 500`` → ``ServerError: apply … → 500``."""
+    return _MODULE_PATH.sub(lambda m: m.group("indent") or "", text)
+
+
 def area_heading(area: str) -> str:
     """The area's heading; one the report does not know (records of a newer suite) is named in words too."""
     return AREAS.get(area) or f"Area “{area}”"
@@ -174,11 +188,11 @@ class Case:
             if not verdict.as_expected:
                 return f"{verdict.heading}: {verdict.explanation.splitlines()[0] if verdict.explanation else ''}"
         lines = exception_lines(self.record.message)
-        return lines[0] if lines else ""
+        return without_module_paths(lines[0]) if lines else ""
 
     @property
     def exception_text(self) -> str:
-        return "\n".join(exception_lines(self.record.message))
+        return without_module_paths("\n".join(exception_lines(self.record.message)))
 
     @property
     def failing_verdicts(self) -> list:

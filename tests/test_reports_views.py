@@ -62,3 +62,45 @@ def test_every_case_of_a_run_appears_in_every_view() -> None:
     assert "<details>\n\n</details>" not in summary and not re.search(
         r"<details>\s*<summary>[^<]*</summary>\s*</details>", summary
     )
+
+
+def test_failure_text_names_the_exception_not_the_module_it_lives_in() -> None:
+    failed = CaseRecord("suites/test_gang.py::test_x", outcome="failed", failure_kind="infrastructure", area="gang",
+                        title="x", run_id="run-1", exception="kai_conformance.fixtures.errors.ServerError",
+                        message="E   fixtures.errors.ServerError: apply Queue q → 500\nE     raised by "
+                        "kai_conformance.fixtures.waits.WaitTimeout")  # fmt: skip
+    report = build([RunRecords(RUNS[0], [failed])])
+    (case,) = report.cases
+    assert case.headline == "ServerError: apply Queue q → 500"
+    for text in (html.render(report), markdown.render(report)):
+        assert "fixtures.errors" not in text and "fixtures.waits" not in text
+        assert "ServerError: apply Queue q → 500" in text
+
+
+def test_the_environment_shows_readable_rows_not_the_stack_record_s_keys() -> None:
+    from kai_conformance.reports import sample
+
+    report = build([RunRecords(info, recs) for info, recs in sample.runs()])
+    environment = html.render(report).split('<section id="environment">', 1)[1].split("</section>", 1)[0]
+    assert "components." not in environment and "version_source" not in environment
+    assert "Install mode" in environment and "KAI Scheduler" in environment
+    stack = {"mode": "installed", "components": {"kai": {"version": "v1", "version_source": "installed",
+                                                         "chart": "oci://x", "established": "installed"}},
+             "nodes": {"image": "kindest/node"}, "loaded_images": ["a", "b"]}  # fmt: skip
+    info = RunInfo("r", stack=stack)
+    assert info.installed_details() == [("Install mode", "installed"), ("KAI Scheduler chart", "oci://x"),
+                                        ("Loaded images", "a, b")]  # fmt: skip
+
+
+def test_summary_md_has_no_empty_or_repeating_details_block() -> None:
+    bare = CaseRecord("suites/test_gang.py::test_bare", outcome="failed", failure_kind="product", area="gang",
+                      title="bare", run_id="run-1", message="")  # fmt: skip
+    one_line = CaseRecord("suites/test_gang.py::test_one", outcome="failed", failure_kind="product", area="gang",
+                          title="one", run_id="run-1", message="E   AssertionError: gang split")  # fmt: skip
+    deep = CaseRecord("suites/test_gang.py::test_deep", outcome="failed", failure_kind="product", area="gang",
+                      title="deep", run_id="run-1", message="E   AssertionError: gang split\nE     bound: 2")  # fmt: skip
+    summary = markdown.render(build([RunRecords(RUNS[0], [bare, one_line, deep])]))
+    blocks = re.findall(r"<details><summary>(.*?)</summary>(.*?)</details>", summary, re.S)
+    assert len(blocks) == 1 and "bound: 2" in blocks[0][1]
+    assert all(re.sub(r"[`\s]|text", "", body) for _, body in blocks)
+    assert "AssertionError: gang split" in summary.split("**one**", 1)[1]
