@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     merge = commands.add_parser("merge", help="merge several report directories into OUT")
     merge.add_argument("out", type=Path, help="new directory for the merged report")
     merge.add_argument("dirs", type=Path, nargs="+", help="report directories (--report-dir of each run)")
-    merge.add_argument("--title", default=generate.DEFAULT_TITLE)
+    merge.add_argument("--title", default=None, help="the report's title (default: the inputs' own)")
     regenerate = commands.add_parser("generate", help="rewrite the reports of one report directory")
     regenerate.add_argument("dir", type=Path)
-    regenerate.add_argument("--title", default=generate.DEFAULT_TITLE)
+    regenerate.add_argument("--title", default=None, help="the report's title (default: the directory's own)")
     sample = commands.add_parser("sample", help="write a sample report (made-up data) into OUT")
     sample.add_argument("out", type=Path)
     gate = commands.add_parser(
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "merge":
             _print(generate.merge(args.out, args.dirs, args.title))
         elif args.command == "generate":
-            _print(generate.write_reports(args.dir, generate.load(args.dir), args.title))
+            title = args.title or generate.inherited_title([args.dir])
+            _print(generate.write_reports(args.dir, generate.load(args.dir), title))
         else:
             from kai_conformance.reports import sample as sample_data
 
