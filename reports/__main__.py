@@ -59,13 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         "diff",
         help="what changed between two report directories; exit 1 when a verdict changed or a metric regressed",
         description="BASE and NEW are report directories (e.g. runs against two KAI releases). Prints the versions, "
-        "the verdicts that changed, the observations that differ and the metrics past the threshold, and writes them "
-        "as a self-contained HTML page. Exit 0 no verdict changed, 1 a verdict changed or a metric regressed, "
+        "the verdicts that changed (with the version combination of each), the observations that differ and the metrics "
+        "past the threshold; with --out, writes them as a self-contained HTML page. Exit 0 no verdict changed, 1 a verdict changed or a metric regressed, "
         "2 usage error. See docs/reports.md.",
     )
     changes.add_argument("base", type=Path, help="the base report directory, e.g. the run against the older release")
     changes.add_argument("new", type=Path, help="the new report directory, e.g. the run against the newer release")
-    changes.add_argument("--out", type=Path, help=f"the HTML page to write (default NEW/{diff.DEFAULT_OUT})")
+    changes.add_argument("--out", type=Path, help="write the full HTML page to this file (default: none; never into "
+                         "BASE or NEW unless named)")  # fmt: skip
     changes.add_argument("--threshold", type=float, default=compare.DEFAULT_THRESHOLD,
                          help="allowed slowdown as a fraction, as for compare (default %(default)s = 20 %%)")  # fmt: skip
     changes.add_argument("--min-seconds", type=float, default=compare.DEFAULT_MIN_SECONDS,
