@@ -39,7 +39,7 @@ AREAS: dict[str, str] = {
     "sharing": "GPU sharing",
     "fairness": "Fair share between queues",
     "consolidation": "Consolidation and eviction protection",
-    "lifecycle": "Workload lifecycle (completion, failure, restarts, suspend, deletion)",
+    "lifecycle": "Workload lifecycle",
     "runtimes": "Trainer's shipped runtimes",
     "scale": "Scheduling at scale",
     "chaos": "Invariants under chaos",
