@@ -160,25 +160,12 @@ def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topolo
             f"unknown topology {name_or_path!r}; known: {', '.join(available_topologies(directory))} "
             "(or a path to a topology YAML file)"
         )
-    try:
-        raw = yaml.safe_load(path.read_text())
-        nodes = tuple(
-            NodeSpec(n["role"], int(n.get("gpus", 0)), {str(k): str(v) for k, v in (n.get("labels") or {}).items()})
-            for n in raw["nodes"]
-        )
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"topology {path} is malformed: {exc}") from exc
-    roles = {n.role for n in nodes}
-    if not roles <= {"control-plane", "worker"} or "control-plane" not in roles:
-        raise UsageError(f"topology {path}: roles must be control-plane/worker with at least one control-plane")
-    if any(n.gpus and n.role != "worker" for n in nodes):
-        raise UsageError(f"topology {path}: only workers may carry fake GPUs")
-    if any(n.gpus < 0 for n in nodes):
-        raise UsageError(f"topology {path}: a GPU count cannot be negative")
-    for key in (k for n in nodes for k in n.labels):
-        problem = node_label_problem(key)
-        if problem:
-            raise UsageError(f"topology {path}: node label {key!r} {problem}")
+    raw = _read_yaml(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list) or not raw["nodes"]:
+        raise UsageError(f"topology {path} has no nodes: list (a mapping with nodes:, each with a role:)")
+    nodes = tuple(_node(path, index, entry) for index, entry in enumerate(raw["nodes"]))
+    if "control-plane" not in {n.role for n in nodes}:
+        raise UsageError(f"topology {path}: nodes: has no control-plane (at least one node needs role: control-plane)")
     kind_extra = dict(raw.get("kind") or {})
     clashing = sorted(set(kind_extra) & set(KIND_OWN_FIELDS))
     if clashing:
@@ -193,6 +180,41 @@ def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topolo
     if slices and any(n.labels.get(NODE_POOL_LABEL) for n in nodes):
         raise UsageError(f"topology {path}: with slices:, no node may set {NODE_POOL_LABEL} (each slice sets it)")
     return Topology(path.stem, str(raw.get("description", "")), nodes, kind_extra, _fake_nodes(path, raw), slices)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"topology {path} cannot be read: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or "not a text file"
+        raise UsageError(f"topology {path} is not valid YAML{where}: {what}") from None
+
+
+def _node(path: Path, index: int, entry: object) -> NodeSpec:
+    """``nodes[index]`` of the file, each problem naming the node (``nodes[2] (worker)``)."""
+    role = entry.get("role") if isinstance(entry, dict) else None
+    where = f"topology {path}: nodes[{index}]" + (f" ({role})" if isinstance(role, str) else "")
+    if not isinstance(entry, dict):
+        raise UsageError(f"{where} is not a mapping (role:, gpus:, labels:)")
+    if role not in ("control-plane", "worker"):
+        raise UsageError(f"{where}: role must be control-plane or worker, not {role!r}")
+    gpus = entry.get("gpus", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise UsageError(f"{where}: gpus must be a whole number of 0 or more, not {gpus!r}")
+    if gpus and role != "worker":
+        raise UsageError(f"{where}: only workers may carry fake GPUs (gpus: {gpus})")
+    labels = entry.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise UsageError(f"{where}: labels must be a mapping of label keys to values")
+    for key in labels:
+        problem = node_label_problem(str(key))
+        if problem:
+            raise UsageError(f"{where}: node label {key!r} {problem}")
+    return NodeSpec(role, gpus, {str(k): str(v) for k, v in labels.items()})
 
 
 def slices_problem(count: object) -> str | None:

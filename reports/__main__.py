@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     merge = commands.add_parser("merge", help="merge several report directories into OUT")
     merge.add_argument("out", type=Path, help="new directory for the merged report")
     merge.add_argument("dirs", type=Path, nargs="+", help="report directories (--report-dir of each run)")
-    merge.add_argument("--title", default=generate.DEFAULT_TITLE)
+    merge.add_argument("--title", default=None, help="the report's title (default: the inputs' own)")
     regenerate = commands.add_parser("generate", help="rewrite the reports of one report directory")
     regenerate.add_argument("dir", type=Path)
-    regenerate.add_argument("--title", default=generate.DEFAULT_TITLE)
+    regenerate.add_argument("--title", default=None, help="the report's title (default: the directory's own)")
     sample = commands.add_parser("sample", help="write a sample report (made-up data) into OUT")
     sample.add_argument("out", type=Path)
     gate = commands.add_parser(
@@ -59,13 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         "diff",
         help="what changed between two report directories; exit 1 when a verdict changed or a metric regressed",
         description="BASE and NEW are report directories (e.g. runs against two KAI releases). Prints the versions, "
-        "the verdicts that changed, the observations that differ and the metrics past the threshold, and writes them "
-        "as a self-contained HTML page. Exit 0 no verdict changed, 1 a verdict changed or a metric regressed, "
+        "the verdicts that changed (with the version combination of each), the observations that differ and the metrics "
+        "past the threshold; with --out, writes them as a self-contained HTML page. Exit 0 no verdict changed, 1 a verdict changed or a metric regressed, "
         "2 usage error. See docs/reports.md.",
     )
     changes.add_argument("base", type=Path, help="the base report directory, e.g. the run against the older release")
     changes.add_argument("new", type=Path, help="the new report directory, e.g. the run against the newer release")
-    changes.add_argument("--out", type=Path, help=f"the HTML page to write (default NEW/{diff.DEFAULT_OUT})")
+    changes.add_argument("--out", type=Path, help="write the full HTML page to this file (default: none; never into "
+                         "BASE or NEW unless named)")  # fmt: skip
     changes.add_argument("--threshold", type=float, default=compare.DEFAULT_THRESHOLD,
                          help="allowed slowdown as a fraction, as for compare (default %(default)s = 20 %%)")  # fmt: skip
     changes.add_argument("--min-seconds", type=float, default=compare.DEFAULT_MIN_SECONDS,
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "merge":
             _print(generate.merge(args.out, args.dirs, args.title))
         elif args.command == "generate":
-            _print(generate.write_reports(args.dir, generate.load(args.dir), args.title))
+            title = args.title or generate.inherited_title([args.dir])
+            _print(generate.write_reports(args.dir, generate.load(args.dir), title))
         else:
             from kai_conformance.reports import sample as sample_data
 

@@ -17,10 +17,10 @@ reads them; typically the suite against two releases on the same cluster shape. 
 * **Metrics**: ``reports/metrics.py`` on both sides' records, gated by ``reports/compare.py`` exactly as
   ``reports compare`` gates; improvements past the same gate are listed too, one-sided metrics named.
 
-Output: a terminal summary on stdout and a self-contained HTML page (``reports/diff_html.py``), by default
-``NEW/diff.html``. Exit status: 0 no verdict changed and no metric regressed (observations may differ),
-1 a verdict changed, a metric regressed or a side is an interrupted run (verdict ``incomplete``), 2 a usage error
-(a missing or unreadable directory), one message.
+Output: a terminal summary on stdout and, with ``--out FILE``, a self-contained HTML page
+(``reports/diff_html.py``); none is written into either input directory unless ``--out`` names one. Exit status: 0
+no verdict changed and no metric regressed (observations may differ), 1 a verdict changed, a metric regressed or a
+side is an interrupted run (verdict ``incomplete``), 2 a usage error (a missing or unreadable directory), one message.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from kai_conformance.reports.model import AREAS, Case, Report, Status, build, pl
 from kai_conformance.reports.records import BurstTimes, CaseRecord, PodTimes
 from kai_conformance.reports.runinfo import COMPONENTS, gpu_topology
 
-DEFAULT_OUT = "diff.html"  # inside NEW
 CATEGORY = "failure category"
 UNCHANGED, CHANGED, USAGE = 0, 1, 2
 
@@ -94,6 +93,9 @@ class CaseDiff:
     new: Status | None
     reason: str
     observations: tuple[ObservationChange, ...] = ()
+    #: The version combination(s) the case ran on: ``KAI v0.16.8 / k8s 1.35 → KAI v0.17.0 / k8s 1.35``, one
+    #: when both sides ran the same (a merged directory holds a case once per combination).
+    combination: str = ""
 
     @property
     def verdict_changed(self) -> bool:
@@ -299,6 +301,13 @@ def _reason(base: Case | None, new: Case | None) -> str:
     return f"in BASE: {base.headline}" if base is not None and base.headline else ""
 
 
+def _combination(base: Case | None, new: Case | None) -> str:
+    sides = [case.column.short for case in (base, new) if case is not None]
+    if len(sides) == 2 and sides[0] != sides[1]:
+        return f"BASE {sides[0]} → NEW {sides[1]}"
+    return sides[0] if sides else ""
+
+
 def diff_cases(base: Report, new: Report) -> list[CaseDiff]:
     before, after = cases_by_key(base), cases_by_key(new)
     either = {**before, **after}  # NEW's title and area where both have the case
@@ -308,7 +317,7 @@ def diff_cases(base: Report, new: Report) -> list[CaseDiff]:
         b, n, case = before.get(key), after.get(key), either[key]
         changes = tuple(observation_changes(b, n)) if b is not None and n is not None else ()
         out.append(CaseDiff(key, case.title, case.params_text, case.area, b.status if b else None,
-                            n.status if n else None, _reason(b, n), changes))  # fmt: skip
+                            n.status if n else None, _reason(b, n), changes, _combination(b, n)))  # fmt: skip
     return out
 
 
@@ -374,11 +383,11 @@ def run(base: Path, new: Path, out: Path | None = None, threshold: float = compa
     from kai_conformance.reports import diff_html, diff_text
 
     result = diff(base, new, threshold, statistics, min_seconds)
-    page = out or new / DEFAULT_OUT
-    try:  # before printing anything: a page that cannot be written is a usage error, with nothing half-said
-        page.write_text(diff_html.render(result))
-    except OSError as exc:
-        raise DiffError(f"cannot write the HTML page {page} ({exc.strerror or exc}): choose another --out") from exc
+    if out is not None:  # only where asked: the inputs are other runs' report directories, not this diff's
+        try:  # before printing anything: a page that cannot be written is a usage error, with nothing half-said
+            out.write_text(diff_html.render(result))
+        except OSError as exc:
+            raise DiffError(f"cannot write the HTML page {out} ({exc.strerror or exc}): choose another --out") from exc
     print(diff_text.render(result))
-    print(f"HTML: {page}")
+    print(f"HTML: {out}" if out is not None else "HTML: not written (pass --out FILE.html for the full page)")
     return result.exit_status

@@ -28,13 +28,13 @@ def render(result: Diff) -> str:
     changes = result.verdict_changes
     lines += ["", f"Verdicts: {plural(len(changes), 'change')} of {plural(len(result.cases), 'case')}"]
     for case in changes:
-        lines.append(f"  {case.change}  {case.key}")
+        lines.append(f"  {case.change}  {case.key}" + (f"  [{case.combination}]" if case.combination else ""))
         if case.reason:
             lines.append(f"      why: {_first_line(case.reason)}")
     differing = result.observation_changes
     lines += ["", f"Observations: {plural(len(differing), 'case')} differ"]
     for case in differing:
-        lines.append(f"  {case.key}")
+        lines.append(f"  {case.key}" + (f"  [{case.combination}]" if case.combination else ""))
         for change in case.observations:
             lines += [f"    {change.observation}", f"      BASE: {_first_line(change.base)}",
                       f"      NEW:  {_first_line(change.new)}"]  # fmt: skip

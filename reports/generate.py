@@ -166,8 +166,31 @@ def _copy(source: Path, target: Path) -> None:
     shutil.copy2(source, target)
 
 
-def merge(out: Path, directories: list[Path], title: str = DEFAULT_TITLE) -> Written:
-    """One report (and one matrix) from several report directories; their files are copied under ``out``."""
+SAMPLE_MARK = "(sample data)"
+
+
+def inherited_title(directories: list[Path]) -> str:
+    """The title the inputs' reports had (``summary.json``): kept when they agree, else the default; made-up data
+    keeps its mark whatever it is merged with, so a sample is never mistaken for a run."""
+    titles = set()
+    for directory in directories:
+        try:
+            titles.add(str(json.loads((directory / JSON).read_text()).get("title") or DEFAULT_TITLE))
+        except (OSError, ValueError, AttributeError):
+            titles.add(DEFAULT_TITLE)
+    if any(SAMPLE_MARK in t for t in titles):
+        return (
+            next(t for t in sorted(titles) if SAMPLE_MARK in t)
+            if len(titles) == 1
+            else f"{DEFAULT_TITLE} {SAMPLE_MARK}"
+        )
+    return titles.pop() if len(titles) == 1 else DEFAULT_TITLE
+
+
+def merge(out: Path, directories: list[Path], title: str | None = None) -> Written:
+    """One report (and one matrix) from several report directories; their files are copied under ``out``.
+    ``title``: None keeps the inputs' (:func:`inherited_title`)."""
+    title = title or inherited_title(directories)
     out = out.resolve()
     for directory in directories:
         if directory.resolve() == out:

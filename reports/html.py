@@ -15,8 +15,8 @@ import jinja2
 from markupsafe import Markup
 
 from kai_conformance.reports import ai_conformance, apiload, metrics, perfplots, plot, runtime_table, timeline
-from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
-from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
+from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status, area_heading, without_module_paths
+from kai_conformance.reports.runinfo import RunInfo, gpu_topology
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -77,7 +77,7 @@ def _environment() -> jinja2.Environment:
     """One environment for every report: the template is compiled once (a twentieth of a second), and again only
     when its file changes (Jinja's ``auto_reload`` checks the file's time on every use)."""
     env = base_environment()
-    env.filters.update(duration=duration, flatten=flatten, gpu_topology=gpu_topology)
+    env.filters.update(duration=duration, gpu_topology=gpu_topology, readable=without_module_paths)
     env.globals.update(
         svg_timeline=svg_timeline,
         svg_series=svg_series,
@@ -86,7 +86,7 @@ def _environment() -> jinja2.Environment:
         api_load_rows=api_load_rows,
         Status=Status,
         STATUS_ORDER=STATUS_ORDER,
-        AREAS=AREAS,
+        area_heading=area_heading,
         STATISTICS=metrics.STATISTICS,
     )
     return env

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 
 from kai_conformance.reports import ai_conformance, apiload, metrics, runtime_table
-from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
+from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
 MAX_EXPLANATION = 600
@@ -35,10 +35,12 @@ def _case_line(case: Case, report: Report) -> str:
 def _details(case: Case) -> str:
     body = "\n\n".join(f"{v.heading}: {v.explanation}" for v in case.failing_verdicts) or case.exception_text
     body = _clip(body, MAX_EXPLANATION).replace("```", "ʼʼʼ")
-    summary = _clip(_cell(case.headline), MAX_HEADLINE) or "details"
-    lines = [f"<details><summary>{escape(summary)}</summary>", "", "```text", body, "```"]
-    if case.attachments:
-        lines.append("Diagnostics: " + ", ".join(f"`{link}`" for _, link in case.attachments))
+    summary = _clip(_cell(case.headline), MAX_HEADLINE)
+    diagnostics = "Diagnostics: " + ", ".join(f"`{link}`" for _, link in case.attachments) if case.attachments else ""
+    if not body.strip() or body.strip() == case.headline.strip():  # nothing to fold away: no empty block
+        return "\n".join(line for line in (escape(summary), diagnostics) if line)
+    lines = [f"<details><summary>{escape(summary or 'details')}</summary>", "", "```text", body, "```"]
+    lines += [diagnostics] if diagnostics else []
     lines += ["", "</details>"]
     return "\n".join(lines)
 
@@ -85,16 +87,17 @@ def render(report: Report, html_name: str = "report.html") -> str:
             category = f" · _{case.category.name}_" if case.category and case.status is Status.BROKEN else ""
             out.append(f"- {_case_line(case, report)}{category}")
             out.append("")
-            out.append("  " + _details(case).replace("\n", "\n  "))
-            out.append("")
+            details = _details(case)
+            if details:
+                out += ["  " + details.replace("\n", "\n  "), ""]
         if len(cases) > MAX_LISTED:
             out.append(f"…and {len(cases) - MAX_LISTED} more: see the HTML report.")
             out.append("")
     if len(report.columns) > 1:
         out += ["### Matrix", "", "| Behaviour | " + " | ".join(_cell(c.short) for c in report.columns) + " |",
                 "| --- | " + " | ".join(":---:" for _ in report.columns) + " |"]  # fmt: skip
-        for area in AREAS:
-            for behaviour in (b for b in report.behaviours if b.area == area):
+        for area in report.areas:
+            for behaviour in (b for b in report.behaviours if b.area == area.area):
                 cells = []
                 for column in report.columns:
                     cell = behaviour.cells.get(column.key)

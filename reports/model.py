@@ -24,7 +24,9 @@ from kai_conformance.reports.verdict import CONFORMANT_ASSUMED, Verdict, verdict
 # verdict.py now, and stay importable from here.
 __all__ = ["CONFORMANT_ASSUMED", "STATUS_ORDER", "Status", "Verdict", "exception_lines", "plural", "status_of"]
 
-#: Areas in report order, with their headings (the area markers of fixtures/markers.py).
+#: Areas in report order, with their headings: every area marker of fixtures/markers.py has one
+#: (tests/test_reports_model.py fails on a marker without), and every view lists the areas a run has
+#: (:attr:`Report.areas`), so a case of an area missing here is still shown, under :func:`area_heading`.
 AREAS: dict[str, str] = {
     "gang": "Gang scheduling (all-or-nothing)",
     "queue": "Queue routing",
@@ -37,6 +39,7 @@ AREAS: dict[str, str] = {
     "sharing": "GPU sharing",
     "fairness": "Fair share between queues",
     "consolidation": "Consolidation and eviction protection",
+    "lifecycle": "Workload lifecycle",
     "runtimes": "Trainer's shipped runtimes",
     "scale": "Scheduling at scale",
     "chaos": "Invariants under chaos",
@@ -49,6 +52,25 @@ AREAS: dict[str, str] = {
 #: Diagnostics files listed first: what a reader of a failure usually opens first.
 FIRST_DIAGNOSTICS = ("events.txt", "pods.txt", "podgroups.yaml", "case-objects.yaml", "applied-objects.yaml",
                      "logs-kai-scheduler.txt", "gpus.txt")  # fmt: skip
+
+
+#: A dotted module path before an exception's class name: ``fixtures.errors.ServerError`` at a line's start, or
+#: ``kai_conformance.fixtures.waits.WaitTimeout`` anywhere. A reader needs the class name, not where it lives.
+_MODULE_PATH = re.compile(
+    r"^(?P<indent>\s*)(?:[a-z_][a-z0-9_]*\.)+(?=[A-Z]\w*(?::|$))"
+    r"|\b(?:kai_conformance\.)?(?:fixtures|clusters|suites|reports)(?:\.[a-z_][a-z0-9_]*)+\.(?=[A-Z]\w*)",
+    re.MULTILINE,
+)
+
+
+def without_module_paths(text: str) -> str:
+    """``fixtures.errors.ServerError: apply … → 500`` → ``ServerError: apply … → 500``."""
+    return _MODULE_PATH.sub(lambda m: m.group("indent") or "", text)
+
+
+def area_heading(area: str) -> str:
+    """The area's heading; one the report does not know (records of a newer suite) is named in words too."""
+    return AREAS.get(area) or f"Area “{area}”"
 
 
 def area_of(record: CaseRecord) -> str:
@@ -167,11 +189,11 @@ class Case:
             if not verdict.as_expected:
                 return f"{verdict.heading}: {verdict.explanation.splitlines()[0] if verdict.explanation else ''}"
         lines = exception_lines(self.record.message)
-        return lines[0] if lines else ""
+        return without_module_paths(lines[0]) if lines else ""
 
     @property
     def exception_text(self) -> str:
-        return "\n".join(exception_lines(self.record.message))
+        return without_module_paths("\n".join(exception_lines(self.record.message)))
 
     @property
     def failing_verdicts(self) -> list:
@@ -402,7 +424,7 @@ def _areas(cases: list[Case]) -> list[AreaSummary]:
     counts: dict[str, Counter] = {}
     for case in cases:
         counts.setdefault(case.area, Counter())[case.status] += 1
-    return [AreaSummary(area, AREAS.get(area, area), counts[area]) for area in counts]
+    return [AreaSummary(area, area_heading(area), counts[area]) for area in counts]
 
 
 def _label_tables(cases: list[Case], columns: list[Column]) -> list[LabelTable]:

@@ -13,6 +13,9 @@ from typing import Any
 
 RUN_FILE = "run.json"
 COMPONENTS = (("kai", "KAI Scheduler"), ("trainer", "Kubeflow Trainer"), ("jobset", "JobSet"))
+#: What :meth:`RunInfo.component_versions` and the environment's own rows already say of the stack record.
+_SHOWN_PER_COMPONENT = ("version", "version_source", "established")
+_SHOWN_IN_OWN_ROWS = ("nodes", "topology", "node_image_pin", "node_image_requested")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,25 @@ class RunInfo:
                 found.append(ComponentVersion(key, name, version, str(record.get("version_source", "")),
                                               str(record.get("established", ""))))  # fmt: skip
         return found
+
+    def installed_details(self) -> list[tuple[str, str]]:
+        """The stack record's other facts as readable rows (``KAI Scheduler chart``, ``Install mode``); what the
+        environment section shows in rows of its own (component versions, nodes, topology) is left out."""
+        names = dict(COMPONENTS)
+        rows = []
+        for key, value in flatten(self.stack or {}).items():
+            parts = key.split(".")
+            if parts[0] == "components" and len(parts) > 2:
+                if len(parts) == 3 and parts[2] in _SHOWN_PER_COMPONENT:
+                    continue
+                label = f"{names.get(parts[1], parts[1])} " + " ".join(parts[2:])
+            elif parts[0] in _SHOWN_IN_OWN_ROWS:
+                continue
+            else:
+                label = {"mode": "install mode"}.get(key, " ".join(parts))
+            label = label.replace("_", " ")
+            rows.append((label[:1].upper() + label[1:], value))
+        return rows
 
     @property
     def nodes(self) -> str:

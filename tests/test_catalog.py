@@ -91,9 +91,21 @@ def test_topologies_give_gpu_layouts_with_kind_node_names() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("nodes: [{role: worker, gpus: 2}]", "at least one control-plane"),
-        ("nodes: [{role: control-plane, gpus: 2}]", "only workers may carry fake GPUs"),
-        ("nodes: [{gpus: 2}]", "malformed"),
+        ("nodes: [{role: worker, gpus: 2}]", "at least one node needs role: control-plane"),
+        ("nodes: [{role: control-plane, gpus: 2}]", r"nodes\[0\] \(control-plane\): only workers may carry fake GPUs"),
+        ("nodes: [{gpus: 2}]", r"nodes\[0\]: role must be control-plane or worker, not None"),
+        (
+            "nodes: [{role: control-plane}, {role: worker, gpus: -1}]",
+            r"nodes\[1\] \(worker\): gpus must be a whole number of 0 or more, not -1",
+        ),
+        ("nodes: [{role: control-plane}, {role: worker, gpus: four}]", r"nodes\[1\] \(worker\): gpus must be"),
+        (
+            "nodes: [{role: control-plane}, {role: worker, labels: {'bad key!': x}}]",
+            r"nodes\[1\] \(worker\): node label",
+        ),
+        ("nodes: [\n  - role: worker\n  gpus: [", "is not valid YAML at line 2, column 3"),
+        ("just a string", "has no nodes: list"),
+        ("", "has no nodes: list"),
     ],
 )
 def test_bad_topologies_are_rejected(tmp_path: Path, content: str, message: str) -> None:

@@ -143,3 +143,58 @@ def test_every_folder_of_the_package_is_in_the_distribution() -> None:
     tracked = subprocess.run(["git", "ls-files", *links], cwd=REPO, capture_output=True, text=True, check=True)
     folders = {"kai_conformance." + ".".join(Path(file).parent.parts) for file in tracked.stdout.splitlines()}
     assert folders | {"kai_conformance"} == set(setuptools["packages"])
+
+
+def test_version_names_the_suite_and_what_a_default_run_tests(capsys: pytest.CaptureFixture[str]) -> None:
+    from kai_conformance.fixtures.resolution import CATALOG
+
+    assert cli.main(["--version"]) == 0
+    printed = capsys.readouterr().out
+    default = CATALOG.combination(CATALOG.defaults["combination"])
+    first, tested, *_ = printed.splitlines()
+    assert first.startswith("kai-conformance 0.") and f"(pytest {pytest.__version__})" in first
+    for version in (default.kai.version, default.trainer.version, default.jobset.version):
+        assert version in tested
+    assert f"Kubernetes {CATALOG.defaults['kubernetes']}" in printed
+
+
+def help_text(command: list[str], cwd: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    result = subprocess.run([sys.executable, *command, "--help", "-p", "no:cacheprovider"], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("command", [["-c", "import sys; from kai_conformance.fixtures import cli; "
+                                      "sys.exit(cli.main(sys.argv[1:]))"], ["-m", "pytest", "suites"]])  # fmt: skip
+def test_help_speaks_as_kai_conformance_with_the_suite_s_options_first_grouped_by_task(
+    command: list[str], tmp_path: Path
+) -> None:
+    text = help_text(command, REPO if "suites" in command else tmp_path)
+    assert text.startswith("usage: kai-conformance ") and "pytest.main()" not in text
+    headings = [
+        line.rstrip(":") for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")
+    ]
+    ours = [h for h in headings if h.startswith("kai-conformance")]
+    assert headings[1 : 1 + len(ours)] == ours, headings  # right after the positional arguments
+    assert ours == [
+        "kai-conformance: choose the cluster",
+        "kai-conformance: choose versions",
+        "kai-conformance: install from sources (a PR's charts, manifests and images)",
+        "kai-conformance: offline runs (air-gapped: nothing fetched)",
+        "kai-conformance: outputs",
+        "kai-conformance: run",
+        "kai-conformance: chaos (opt-in area: -m chaos)",
+    ]
+    sections, current = {}, ""
+    for line in text.splitlines():
+        if line.rstrip(":") in headings:
+            current = line.rstrip(":")
+        sections[current] = sections.get(current, "") + line + "\n"
+    offline, outputs = sections[ours[3]], sections[ours[4]]
+    assert all(o in offline for o in ("--offline", "--load-image", "--kwok-manifests"))
+    assert all(o in outputs for o in ("--report-dir", "--render-manifests"))
+    versions = " ".join(sections[ours[1]].split())
+    assert "--kai-version=VERSION KAI Scheduler version (default: v" in versions
+    assert "takes the expectations of the nearest lower known version" in versions

@@ -60,14 +60,15 @@ def test_an_absurd_fake_node_option_is_one_message_with_its_fix(
     assert "Nothing was created." in err
 
 
-def test_a_fake_node_count_that_is_no_number_is_refused_by_the_option_parser(
+def test_a_fake_node_count_that_is_no_number_is_named_with_the_other_problems(
     tmp_path: Path,
     fake: FakeKube,
     cluster_world: SimulatedStack,  # noqa: F811
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    err = refused_run(tmp_path, fake, capsys, "--fake-nodes", "lots")
-    assert "argument --fake-nodes: invalid int value: 'lots'" in err
+    err = refused_run(tmp_path, fake, capsys, "--fake-nodes", "lots", "--slices", "some")
+    assert "--fake-nodes 'lots' is not a number" in err and "--slices 'some' is not a number" in err
+    assert "fix: pass --fake-nodes with a whole number of nodes from 0 to" in err
 
 
 @pytest.mark.parametrize("crd", [False, True])

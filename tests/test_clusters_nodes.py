@@ -141,7 +141,10 @@ def test_a_build_needs_its_chart_and_a_release_the_tables_do_not_know_does_not(t
     assert problems[0].fix.startswith(
         "pass --kai-chart=... with that build's (the run takes the expectations of v0.17.0)"
     )
-    settings, problems = resolve_settings(Options(tmp_path, **{"--kai-version": "main", "--kai-chart": "./chart"}))  # type: ignore[arg-type]
+    (tmp_path / "chart").mkdir()
+    (tmp_path / "chart" / "Chart.yaml").write_text("name: kai-scheduler\nversion: 0.0.0\n")
+    given = {"--kai-version": "main", "--kai-chart": str(tmp_path / "chart")}
+    settings, problems = resolve_settings(Options(tmp_path, **given))  # type: ignore[arg-type]
     assert problems == [] and settings.assumptions == [
         "KAI main is not in the expectation tables: expectations assumed from v0.17.0"
     ]

@@ -175,8 +175,11 @@ def test_render_mode_names_every_bad_option_in_one_message(tmp_path: Path) -> No
         "-m 'nosuch' names an unknown marker: nosuch (no case carries it)",
     ]
     fixes = list(problems.values())
-    assert "--versions NAME" in fixes[0] and "--topology" in fixes[1] and "factor above 0" in fixes[2]
-    assert fixes[3] == "pass a directory (created if missing), e.g. --render-manifests=reports/output/rendered"
+    assert "--versions kai-v" in fixes[0] and "--topology" in fixes[1] and "factor above 0" in fixes[2]
+    assert (
+        fixes[3]
+        == "pass a directory you can write to (created if missing), e.g. --render-manifests=reports/output/rendered"
+    )
     assert output.rstrip().endswith("Nothing was created.")  # rendering needs no tools: no hint about them
     assert target.read_text() == "not a directory"
 
@@ -200,7 +203,7 @@ def test_pytest_suites_on_an_unreachable_existing_cluster(tmp_path: Path) -> Non
     assert unreachable[0].startswith(f"the cluster in {kubeconfig} is unreachable")
     assert report_dir == (
         f"--report-dir {report_file} is a file, not a directory",
-        "pass a directory (created if missing), e.g. --report-dir=reports/output/latest",
+        "pass a directory you can write to (created if missing), e.g. --report-dir=reports/output/latest",
     )
 
 
@@ -228,3 +231,56 @@ def test_fake_nodes_are_for_the_scale_and_chaos_areas_alone(expression: str | No
         assert "200 fake node(s)" in problem.what and "areas other than scale and chaos" in problem.what
         assert "-m scale" in problem.fix and "--fake-nodes 0" in problem.fix
     assert preflight.check_fake_nodes_selection(0, expression) == []
+
+
+def cgroup_v1_docker(directory: Path) -> Path:
+    """A docker on PATH whose engine answers and runs cgroup v1 (the host the cgroup problem is for)."""
+    directory.mkdir()
+    docker = directory / "docker"
+    docker.write_text(
+        '#!/bin/sh\ncase "$*" in *CgroupVersion*) echo 1 ;; *ServerVersion*) echo 28.2.2 ;; *) exit 1 ;; esac\n'
+    )
+    docker.chmod(0o755)
+    return directory
+
+
+def test_every_mistake_at_once_and_the_cgroup_v1_problem_stays_among_them(tmp_path: Path) -> None:
+    """Bad options, input files and an output directory that cannot be written, on a cgroup v1 engine: one
+    message names them all (the cgroup problem does not wait for the options to resolve), and no traceback."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    bin_dir = cgroup_v1_docker(tmp_path / "bin")
+    result = run_suite(
+        ["--chaos-budget", "xyz", "-m", "chaos", f"--chaos-replay={empty}", "--kai-chart=/nonexistent", "--kai-set",
+         "garbage", "--load-image=", "--node-image", "bad image ref!!", "--report-dir=/proc/forbidden",
+         "--versions", "nope"], tmp_path, path=str(bin_dir),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    whats = [what for what, fix in numbered(output) if fix]
+    starts = ["kind is not on PATH", "kubectl is not on PATH", "helm is not on PATH", "the Docker engine runs cgroup v1",
+              "unknown version combination 'nope'", "--node-image 'bad image ref!!' is not an image reference",
+              "--load-image '' is empty", "--kai-chart /nonexistent: no such directory", "--kai-set 'garbage'",
+              "--chaos-budget 'xyz'", f"--chaos-replay {empty}: the file is empty",
+              "--report-dir /proc/forbidden cannot be written"]  # fmt: skip
+    assert len(whats) == len(starts), whats
+    assert all(what.startswith(start) for what, start in zip(whats, starts, strict=True)), whats
+
+
+def test_render_mode_refuses_what_the_run_refuses_and_says_what_it_assumed(tmp_path: Path) -> None:
+    bad = run_suite(
+        [f"--render-manifests={tmp_path / 'out'}", "--kai-set", "garbage", "--chaos-replay=/nonexistent",
+         "--node-image", "NOPE!"], tmp_path, path=os.environ["PATH"],
+    )  # fmt: skip
+    output = bad.stdout + bad.stderr
+    assert bad.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert [what.split(" ", 1)[0] for what, _ in numbered(output)] == ["--node-image", "--kai-set", "--chaos-replay"]
+    assert not (tmp_path / "out").exists()
+    good = run_suite(
+        [f"--render-manifests={tmp_path / 'out'}", "--kai-version", "v0.18.1", "suites/test_gang.py", "-q"],
+        tmp_path, path=os.environ["PATH"],
+    )  # fmt: skip
+    output = good.stdout + good.stderr
+    assert good.returncode == 0, output
+    assert "KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0" in output

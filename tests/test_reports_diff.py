@@ -103,6 +103,7 @@ def test_an_unchanged_pair_exits_0_and_says_so(tmp_path: Path, capsys: pytest.Ca
     again = records("20261122-090000-b7c1", uid="9a8b7c6d-2222-4e5f-8a9b-abcdefabcdef", suffix="q9zt4",
                     namespace="kc-a-gang-that-fits-0f9e8d", took=11.0)  # fmt: skip
     new = report_dir(tmp_path, "again", "v0.17.0", again)
+    before_new, before_base = {p.name for p in new.iterdir()}, {p.name for p in base.iterdir()}
     status, out, err = run_diff(capsys, base, new)
     assert (status, err) == (diff.UNCHANGED, "")
     assert "Verdicts: 0 changes of 4 cases" in out and "Observations: 0 cases differ" in out
@@ -110,7 +111,8 @@ def test_an_unchanged_pair_exits_0_and_says_so(tmp_path: Path, capsys: pytest.Ca
     assert (
         version_row(out, "KAI Scheduler") == "v0.17.0 (installed by this run from chart kai-scheduler v0.17.0) (same)"
     )
-    assert f"HTML: {new / 'diff.html'}" in out and (new / "diff.html").is_file()
+    assert "HTML: not written (pass --out FILE.html for the full page)" in out
+    assert {p.name for p in new.iterdir()} == before_new and {p.name for p in base.iterdir()} == before_base
 
 
 def test_a_changed_verdict_is_listed_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,9 +122,15 @@ def test_a_changed_verdict_is_listed_and_exits_1(tmp_path: Path, capsys: pytest.
     new = report_dir(tmp_path, "v0.18.1", "v0.18.1", records("n", gang="failed", extra=[added]), (assumed,))
     status, out, _ = run_diff(capsys, base, new)
     assert status == diff.CHANGED
-    assert f"✓ passed → ✗ product failure  {GANG}" in out
+    changed_row = next(line for line in out.splitlines() if f"✓ passed → ✗ product failure  {GANG}" in line)
+    assert changed_row.endswith(
+        "[BASE KAI v0.17.0 / Trainer v2.3.0 / k8s v1.35.5 → NEW KAI v0.18.1 / Trainer v2.3.0 / k8s v1.35.5]"
+    ), changed_row
     assert "why: gang-bound: all 4 pods bound" in out  # the failing detector, as the report names it
-    assert "only in NEW: ✓ passed  suites/test_gang.py::test_new_in_this_release" in out
+    assert (
+        "only in NEW: ✓ passed  suites/test_gang.py::test_new_in_this_release  [KAI v0.18.1 / Trainer v2.3.0 / k8s v1.35.5]"
+        in out
+    )
     assert "Verdicts: 2 changes of 5 cases" in out and "2 verdicts changed." in out
     assert version_row(out, "KAI Scheduler").startswith("v0.17.0 (installed by this run from chart kai-scheduler "
                                                         "v0.17.0) → v0.18.1 (installed")  # fmt: skip
@@ -208,7 +216,7 @@ def test_the_html_page_is_self_contained_and_shows_the_changes(
     page = tmp_path / "page.html"
     assert run_diff(capsys, base, new, "--out", page)[0] == diff.CHANGED
     html = page.read_text()
-    assert not (new / "diff.html").exists()  # --out replaces the default
+    assert not (new / "diff.html").exists()
     assert not re.search(r"<(link|img|iframe|object|embed|script)\b|\bsrc=|url\(|@import|@font-face", html)
     assert not re.search(r"href=\"(?!#)", html)  # only links within the page
     assert hostile not in html and "&lt;script&gt;" in html

@@ -94,3 +94,16 @@ def test_allure_environment_escapes_keys_and_values() -> None:
 
     text = allure_files.environment_text([RunInfo("r", sources={"kai chart": "a=b\nc"})])
     assert "source.kai\\ chart=a=b\\nc\n" in text
+
+
+def test_merging_or_regenerating_made_up_data_keeps_its_mark(tmp_path: Path, run_dirs: list[Path]) -> None:
+    assert cli.main(["sample", str(tmp_path / "sample")]) == 0
+    assert cli.main(["merge", str(tmp_path / "merged"), str(tmp_path / "sample")]) == 0
+    merged = json.loads((tmp_path / "merged" / generate.JSON).read_text())
+    assert merged["title"] == sample.TITLE
+    assert cli.main(["merge", str(tmp_path / "mixed"), str(tmp_path / "merged"), str(run_dirs[0])]) == 0
+    assert "(sample data)" in json.loads((tmp_path / "mixed" / generate.JSON).read_text())["title"]
+    assert cli.main(["generate", str(tmp_path / "merged")]) == 0
+    assert json.loads((tmp_path / "merged" / generate.JSON).read_text())["title"] == sample.TITLE
+    assert cli.main(["merge", str(tmp_path / "named"), str(tmp_path / "sample"), "--title", "Mine"]) == 0
+    assert json.loads((tmp_path / "named" / generate.JSON).read_text())["title"] == "Mine"

@@ -1,0 +1,226 @@
+"""Every value and input file an option names is checked before anything is created (fixtures/input_checks.py,
+fixtures/chaos_options.py): each class of mistake is a problem with its fix, and sound values pass."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kai_conformance.fixtures import chaos_options, input_checks
+from kai_conformance.fixtures.resolution import kubernetes_minor_guess
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["busybox", "busybox:1.37", "docker.io/library/busybox:1.37", "localhost:5000/kai/scheduler:v0.17.0-pr42",
+     "ghcr.io/nvidia/kai-scheduler/scheduler@sha256:" + "a" * 64, "kindest/node:v1.35.0@sha256:" + "0" * 64,
+     "[::1]:5000/image:tag", "registry.example.com/a__b/c-d.e:x_Y-1.2"],
+)  # fmt: skip
+def test_image_references_docker_accepts_pass(image: str) -> None:
+    assert input_checks.image_reference("--load-image", image) == []
+
+
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [("", "is empty"), ("  ", "is empty"), ("bad image ref!!", "is not an image reference"),
+     ("Busybox:1.37", "repository names are lowercase"), ("busybox:", "is not an image reference"),
+     ("busybox:tag with space", "is not an image reference"), ("-leading/dash", "is not an image reference"),
+     ("repo@sha256:short", "is not an image reference"), ("a/" * 130 + "b", "is not an image reference"),
+     ("https://registry/image:1", "is not an image reference")],
+)  # fmt: skip
+def test_image_references_docker_refuses_are_problems_with_the_grammar_as_fix(image: str, why: str) -> None:
+    (problem,) = input_checks.image_reference("--node-image", image)
+    assert problem.what == f"--node-image {image!r} {why}" or why in problem.what
+    assert "[REGISTRY/]REPOSITORY[:TAG][@DIGEST]" in problem.fix
+
+
+def test_every_load_image_is_checked() -> None:
+    problems = input_checks.image_references("--load-image", ["ok:1", "", "NO"])
+    assert [p.what for p in problems] == ["--load-image '' is empty",
+                                          "--load-image 'NO' is not an image reference (repository names are lowercase)"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "values",
+    [["a=1"], ["global.gpuSharing=true"], ["a=1,b.c=2"], ["list={a,b,c}"], ["a[0].b=x"], ["escaped\\.dot=1"],
+     ["a=x\\,y"], ["empty="]],
+)  # fmt: skip
+def test_helm_set_syntax_helm_accepts_passes(values: list[str]) -> None:
+    assert input_checks.helm_set("--kai-set", values) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("garbage", "'garbage' has no '=VALUE'"), ("a=1,b", "'b' has no '=VALUE'"), ("=1", "has no key before '='"),
+     ("a..b=1", "malformed key"), ("a[x]=1", "malformed key"), ("a=1,", "'' has no '=VALUE'")],
+)  # fmt: skip
+def test_helm_set_mistakes_are_problems(value: str, why: str) -> None:
+    (problem,) = input_checks.helm_set("--trainer-set", [value])
+    assert problem.what.startswith(f"--trainer-set {value!r}: ") and why in problem.what
+    assert "KEY=VALUE" in problem.fix
+
+
+def test_charts_are_directories_with_chart_yaml_packages_or_references(tmp_path: Path) -> None:
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: kai-scheduler\nversion: 0.0.0\n")
+    package = tmp_path / "kai-scheduler-0.0.0.tgz"
+    package.write_bytes(b"\x1f\x8b")
+    for ref in (str(chart), str(package), "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler", "https://x/c.tgz"):
+        assert input_checks.chart("--kai-chart", ref, "deployments/kai-scheduler") == [], ref
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "Chart.yaml").write_text("name: [")
+    values = tmp_path / "values.yaml"
+    values.write_text("a: 1\n")
+    cases = {
+        "/nonexistent": "no such directory, and not an oci:// or http(s) reference",
+        str(empty): "the directory has no Chart.yaml",
+        str(broken): "is not valid YAML",
+        str(values): "is a file, not a chart directory",
+        "oci://Bad Ref": "is not an OCI reference",
+    }
+    for ref, why in cases.items():
+        (problem,) = input_checks.chart("--kai-chart", ref, "deployments/kai-scheduler")
+        assert why in problem.what, problem
+        assert "Chart.yaml" in problem.fix and "deployments/kai-scheduler" in problem.fix
+
+
+def test_values_and_manifests_files_must_exist_and_parse(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("a: 1\n")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("\n")
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just words\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [\n")
+    whats = [p.what for p in input_checks.yaml_files("--kai-values", [str(good), str(empty), str(scalar),
+                                                                      str(broken), "/nonexistent", str(tmp_path)], "f")]  # fmt: skip
+    assert whats == [
+        f"--kai-values {empty} is empty",
+        f"--kai-values {scalar} is YAML but not a mapping of keys to values",
+        f"--kai-values {broken} is not valid YAML (line 2)",
+        "--kai-values /nonexistent: no such file",
+        f"--kai-values {tmp_path}: a directory, not a file",
+    ]
+    assert input_checks.manifests("--trainer-manifests", str(good), urls=False) == []
+    assert input_checks.manifests("--jobset-manifests", "https://x/manifests.yaml", urls=True) == []
+    (url,) = input_checks.manifests("--trainer-manifests", "https://x/m.yaml", urls=False)
+    assert "no such file or directory" in url.what
+    (no_kustomization,) = input_checks.manifests("--trainer-manifests", str(tmp_path), urls=False)
+    assert "has no kustomization.yaml" in no_kustomization.what
+    (kustomize := tmp_path / "k").mkdir()
+    (kustomize / "kustomization.yaml").write_text("resources: []\n")
+    assert input_checks.manifests("--trainer-manifests", str(kustomize), urls=False) == []
+
+
+@pytest.mark.parametrize("name", ["Kai", "kai_conformance", "-kai", "kai-", "a" * 51, ""])
+def test_kind_cluster_names_kind_refuses(name: str) -> None:
+    (problem,) = input_checks.kind_cluster_name("--cluster-name", name)
+    assert "is not a kind cluster name" in problem.what
+
+
+def test_registry_and_tag_values() -> None:
+    assert input_checks.registry("--kai-image-registry", "localhost:5000/kai") == []
+    assert "is not a registry" in input_checks.registry("--kai-image-registry", "https://ghcr.io")[0].what
+    assert input_checks.tag("--kai-image-tag", "v0.10.0-pr42") == []
+    assert "is not an image tag" in input_checks.tag("--kai-image-tag", "v1:2")[0].what
+
+
+def test_an_output_directory_must_be_writable_and_the_probe_leaves_nothing(tmp_path: Path) -> None:
+    assert input_checks.writable_directory("--report-dir", tmp_path / "new" / "deeper", "x") == []
+    assert sorted(tmp_path.iterdir()) == []  # the probe created and removed its directory
+    (proc,) = input_checks.writable_directory("--report-dir", Path("/proc/forbidden"), "reports/output/latest")
+    assert proc.what.startswith("--report-dir /proc/forbidden cannot be written: nothing can be created in /proc")
+    assert proc.fix == "pass a directory you can write to (created if missing), e.g. --report-dir=reports/output/latest"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    (through_file,) = input_checks.writable_directory("--report-dir", blocker / "sub", "x")
+    assert (
+        through_file.what == f"--report-dir {blocker / 'sub'} cannot be created: {blocker} is a file, not a directory"
+    )
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a directory without write permission")
+def test_a_directory_without_write_permission_is_a_problem(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        (problem,) = input_checks.writable_directory("--report-dir", locked / "out", "x")
+        assert "cannot be written" in problem.what
+    finally:
+        locked.chmod(0o700)
+
+
+def options(**given: object):
+    values = {"--chaos-budget": "10m", **given}
+    return values.get
+
+
+def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) -> None:
+    assert chaos_options.chaos_problems(options()) == []
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("format: something-else\n")
+    whats = [
+        p.what
+        for given in (
+            {"--chaos-budget": "xyz"},
+            {"--chaos-budget": "0s"},
+            {"--chaos-replay": "/nonexistent"},
+            {"--chaos-replay": str(empty)},
+            {"--chaos-replay": str(other)},
+            {"--chaos-replay": str(tmp_path)},
+            {"--chaos-components": "scheduler,nosuch"},
+            {"--chaos-restart-command": "'unclosed"},
+            {"--chaos-restart-command": "no-such-program-x {component}"},
+            {"--chaos-restart-command": "  "},
+        )
+        for p in chaos_options.chaos_problems(options(**given))
+    ]
+    assert whats == [
+        "--chaos-budget 'xyz': give a positive duration such as 90s, 10m or 1h",
+        "--chaos-budget '0s': give a positive duration such as 90s, 10m or 1h",
+        "--chaos-replay /nonexistent: no such file",
+        f"--chaos-replay {empty}: the file is empty",
+        f"--chaos-replay {other}: not a chaos reproducer (format 'something-else', expected kai-conformance/chaos-reproducer/v1)",
+        f"--chaos-replay {tmp_path}: a directory, not a file",
+        "--chaos-components: unknown component(s) nosuch; known: scheduler, binder, podgrouper, queuecontroller, "
+        "podgroupcontroller, jobset, trainer",
+        '--chaos-restart-command "\'unclosed" cannot be split into words (No closing quotation)',
+        "--chaos-restart-command 'no-such-program-x {component}' runs no-such-program-x, which is not on PATH and no "
+        "executable file",
+        "--chaos-restart-command '  ' is empty",
+    ]
+    several = chaos_options.chaos_problems(options(**{"--chaos-budget": "xyz", "--chaos-replay": "/nonexistent"}))
+    assert len(several) == 2 and all(p.fix for p in several)
+
+
+def test_the_kubernetes_minor_is_known_even_when_other_options_are_bad() -> None:
+    """The cgroup v1 check needs the minor; it must not wait for every other option to resolve."""
+    assert kubernetes_minor_guess(options(**{"--k8s-version": "v1.35.2"})) == "1.35"
+    assert kubernetes_minor_guess(options(**{"--node-image": "kindest/node:v1.34.1"})) == "1.34"
+    assert kubernetes_minor_guess(options()) is not None
+    assert kubernetes_minor_guess(options(**{"--k8s-version": "latest"})) is None
+
+
+def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: Path) -> None:
+    from kai_conformance.fixtures.resolution import resolve_settings
+    from tests.test_clusters_kwok import Options
+
+    parse_int = input_checks.lenient(int)
+    assert parse_int("12") == 12 and isinstance(parse_int("abc"), input_checks.NotANumber)
+    given = {"--fake-nodes": parse_int("abc"), "--slices": parse_int("1.5"),
+             "--timeout-scale": input_checks.lenient(float)("x"), "--topology": "nope"}  # fmt: skip
+    settings, problems = resolve_settings(Options(tmp_path, **given))  # type: ignore[arg-type]
+    assert settings is None
+    assert [p.what for p in problems][:4] == ["--fake-nodes 'abc' is not a number", "--slices '1.5' is not a number",
+                                              "--timeout-scale 'x' is not a number", "unknown topology 'nope'; known: "
+                                              "pr-gate, release, scale-100, scale-500 (or a path to a topology YAML file)"]  # fmt: skip
+    assert "--fake-nodes with a whole number" in problems[0].fix
