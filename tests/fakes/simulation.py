@@ -102,6 +102,8 @@ class Simulation:
     layout: GpuLayout
     kai_version: str = "v0.17.0"
     faults: Faults = field(default_factory=Faults)
+    #: The Trainer version the simulated Trainer behaves as (the suite's default combination's).
+    trainer_version: str = "v2.3.0"
     #: Seconds the Job controller waits before it replaces the first failed pod of an index (doubling with each
     #: further failure of that index). Upstream: 10 s (pkg/controller/job/job_controller.go
     #: ``DefaultJobPodFailureBackOff``); 0 keeps flows instant. Measured on the FakeKube clock.

@@ -279,7 +279,8 @@ class FailedJobSetGoneCase(RestartCase):
     deleted_by: str = BY_TTL
     max_restarts: int = 0
     run_seconds: int = 5
-    ttl_seconds: int = 5
+    #: Long enough that the suite reads the failed JobSet (its uid) before the TTL removes it.
+    ttl_seconds: int = 15
     workload: str = "failed"
     runtime_name: str = "no-restarts-left"
     id: str = ""
