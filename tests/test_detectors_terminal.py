@@ -8,6 +8,7 @@ from typing import Any
 
 from kai_conformance.suites.support.detectors.terminal import (
     failed_stays_failed,
+    jobset_follows_suspend,
     unschedulable_cleared,
     unschedulable_said,
 )
@@ -78,3 +79,18 @@ def test_unschedulable_said_is_the_precondition() -> None:
     said = unschedulable_said(_gang_snap(0, [b.unschedulable_condition("Unschedulable", "no room")]))
     assert said.ok and "no room" in said.explanation
     assert not unschedulable_said(_gang_snap(0, [])).ok
+
+
+def test_jobset_follows_suspend_fires_where_the_jobset_did_not_follow() -> None:
+    """Trainer #3008: JobSet's webhook refused Trainer's apply, so the JobSet keeps running (or stays suspended)."""
+    for wanted in (True, False):
+        trainjob = {**b.trainjob(), "spec": {"suspend": wanted}}
+        jobset = {**b.jobset(trainjob), "spec": {"suspend": not wanted}}
+        verdict = jobset_follows_suspend(_snap(trainjob, jobset))
+        assert not verdict.ok and verdict.detector == "jobset-follows-suspend"
+        assert (
+            f"spec.suspend {str(wanted).lower()} but its JobSet still {str(not wanted).lower()}" in verdict.explanation
+        )
+        assert "#3008" in verdict.explanation
+        assert jobset_follows_suspend(_snap(trainjob, {**jobset, "spec": {"suspend": wanted}})).ok
+    assert not jobset_follows_suspend(_snap(b.trainjob())).ok  # no JobSet: never a silent pass

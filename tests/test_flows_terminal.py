@@ -12,6 +12,7 @@ import pytest
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_lifecycle as suite
+from tests.fakes.controllers import Faults
 from tests.fakes.kai_refusals import KaiRefusals
 from tests.fakes.trainer_jobset import TrainerAndJobSet
 from tests.flows import NAMESPACE
@@ -94,3 +95,16 @@ def test_a_kai_keeping_the_condition_fails_naming_it_and_is_the_strict_xfail_of_
         "unschedulable-cleared" in message
         and "still says UnschedulableOnNodePool while all 2 pods are bound" in message
     )
+
+
+def test_a_suspend_the_jobset_webhook_refuses_fails_naming_the_jobset_that_did_not_follow(flow, monkeypatch) -> None:
+    """Trainer #3008 (no version known to have it: the suspend case runs as it always did, without an xfail)."""
+    h = lifecycle(flow, monkeypatch, Faults(jobset_webhook_refuses_suspend=True))
+    with pytest.raises(ConditionNotMet) as failure:
+        suite.test_a_suspended_gang_releases_everything_and_resumes_whole_or_waits_whole(
+            suite.SUSPEND[0], kube=h.fake, **h.args()
+        )
+    message = str(failure.value)
+    assert "jobset-follows-suspend" in message and "spec.suspend true but its JobSet still false" in message
+    refused = [e for e in h.fake.objects(kinds.EVENT, NAMESPACE) if e["reason"] == "TrainJobResourcesCreationFailed"]
+    assert refused and "field is immutable" in refused[0]["message"]

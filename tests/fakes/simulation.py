@@ -77,6 +77,9 @@ class Faults:
     regrouped_gang_bound_one_short: bool = False
     #: KAI's BindRequests lose their ownerReference to the pod: garbage collection leaves them behind.
     bindrequests_without_owner: bool = False
+    #: JobSet's webhook refuses Trainer's apply of a suspend or resume (Trainer #3008): the JobSet never follows,
+    #: and Trainer records ``TrainJobResourcesCreationFailed`` on the TrainJob.
+    jobset_webhook_refuses_suspend: bool = False
 
     # Misbehaviour after a restart (tests/fakes/restarts.py): each acts only once its component has restarted in the
     # run (its pod deleted and replaced), so a mix without that restart passes.

@@ -52,12 +52,26 @@ class TrainerAndJobSet(JobSetLifecycle):
                     self.fake.write(jobset)
                     changed = True
             elif jobset is not None and not finished and bool(jobset["spec"].get("suspend")) != suspended:
+                if self.faults.jobset_webhook_refuses_suspend:
+                    changed |= self._refused_apply(tj)
+                    continue
                 jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
                 jobset["spec"]["suspend"] = suspended
                 self.fake.write(jobset)
                 changed = True
             changed |= self._trainjob_status(tj, jobset)
         return changed
+
+    def _refused_apply(self, tj: Obj) -> bool:
+        """Trainer's event for an apply JobSet's webhook refused (trainjob_controller.go Reconcile), once."""
+        text = (
+            'TrainJob resources reconciliation failed: admission webhook "vjobset.kb.io" denied the request: '
+            "spec.replicatedJobs: Invalid value: []v1alpha2.ReplicatedJob(nil): field is immutable"
+        )
+        if any(e["message"] == text and e["involvedObject"]["uid"] == uid_of(tj) for e in self._all(kinds.EVENT)):
+            return False
+        self.fake.record_event(tj, "TrainJobResourcesCreationFailed", text, "Warning")
+        return True
 
     @property
     def _removes_failed_condition(self) -> bool:

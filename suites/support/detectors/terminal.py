@@ -1,11 +1,14 @@
-"""Detectors of states that must stay once reached: a failed TrainJob stays failed and makes no JobSet again, a
-gang that is bound stops being reported unschedulable.
+"""Detectors of states that must stay once reached or follow the TrainJob: a failed TrainJob stays failed and makes
+no JobSet again, a gang that is bound stops being reported unschedulable, a JobSet follows its TrainJob's suspend.
 
 * ``failed-stays-failed``: once a TrainJob's JobSet failed with no restarts left, the TrainJob keeps its ``Failed``
   condition and makes no new JobSet, however the failed one goes (its ``ttlSecondsAfterFinished``, or deleted by
   hand). A new JobSet (another uid) would start its restart budget again: the workload would run for ever.
 * ``unschedulable-cleared``: once every pod of a gang is bound, its PodGroup carries no ``UnschedulableOnNodePool``
   condition that is True: tools that read the condition would call a running gang unschedulable.
+* ``jobset-follows-suspend``: the JobSet's ``spec.suspend`` is the TrainJob's. Trainer passes a suspend or a resume
+  on by applying the JobSet again; where JobSet's webhook refuses that apply (Trainer #3008, ``spec.replicatedJobs:
+  field is immutable``) the JobSet never follows and its pods keep running, or never come back.
 """
 
 from __future__ import annotations
@@ -98,3 +101,22 @@ def unschedulable_said(snap: Snapshot) -> Verdict:
             "unschedulable-said", False, f"PodGroup {name_of(podgroup)} has no {UNSCHEDULABLE_CONDITION} yet"
         )
     return Verdict("unschedulable-said", True, f"PodGroup {name_of(podgroup)}: {said[0].get('message', '')}")
+
+
+def jobset_follows_suspend(snap: Snapshot) -> Verdict:
+    """The TrainJob's ``spec.suspend`` has reached its JobSet (snapshot narrowed to it, taken with owners)."""
+    detector = "jobset-follows-suspend"
+    trainjob = snap.trainjobs[0] if snap.trainjobs else None
+    if trainjob is None or not snap.jobsets:
+        return Verdict(detector, False, f"no TrainJob or no JobSet {snap.workload} in the snapshot")
+    wanted = bool((trainjob.get("spec") or {}).get("suspend"))
+    has = bool((snap.jobsets[0].get("spec") or {}).get("suspend"))
+    if wanted != has:
+        return Verdict(
+            detector,
+            False,
+            f"TrainJob {name_of(trainjob)} has spec.suspend {str(wanted).lower()} but its JobSet still "
+            f"{str(has).lower()}: Trainer did not pass the {'suspend' if wanted else 'resume'} on (a JobSet webhook "
+            "refusing Trainer's apply, Trainer #3008, leaves a TrainJobResourcesCreationFailed event on the TrainJob)",
+        )
+    return Verdict(detector, True, f"JobSet {snap.workload} spec.suspend {str(has).lower()}, as its TrainJob's")
