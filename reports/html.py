@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import apiload, metrics, perfplots, plot, runtime_table, timeline
+from kai_conformance.reports import apiload, known_bugs, metrics, perfplots, plot, runtime_table, timeline
 from kai_conformance.reports.model import AREAS, STATUS_ORDER, Case, Report, Status
 from kai_conformance.reports.runinfo import RunInfo, flatten, gpu_topology
 
@@ -103,4 +103,5 @@ def render(report: Report, artifacts: dict[str, str] | None = None) -> str:
         verdict=report.verdict,
         measured=metrics.of_report(report),
         runtimes=runtime_table.of_report(report),
+        known_bugs=known_bugs.of_report(report),
     )

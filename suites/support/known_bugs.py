@@ -67,7 +67,8 @@ class KnownBug:
     @property
     def fixed_in(self) -> str:
         """``v0.17.1; main, v0.17``: the first fixed releases and the read builds with the fix, or ``open``."""
-        releases = self.first_fixed_releases
+        inferred = self.inferred or ""
+        releases = [f"{r} [inferred]" if r in inferred else r for r in self.first_fixed_releases]
         builds = [b.describe() for b in BUILDS if b.component == self.component and b.branch in self.fixed_by_builds]
         return "; ".join(p for p in (", ".join(releases), ", ".join(builds)) if p) or "open"
 
