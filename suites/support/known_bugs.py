@@ -193,11 +193,10 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "the fix: first tags v0.15.0 and, backported, v0.14.1 (180613b5) and v0.12.19; absent from every v0.13 tag "
         "(v0.13.4 read)",
         frozenset({"main", "v0.17"}),
-        no_case_yet="observing it needs KAI's podgrouper started with a defaults ConfigMap (Config "
-        "podGrouper.args.defaultPrioritiesConfigMapName/Namespace, which the operator rolls out by restarting the "
-        "podgrouper) holding a TrainJob entry, then a TrainJob whose PodGroup's priorityClassName is judged against "
-        "it: a cluster-wide reconfiguration the suite does not make yet. Every version in clusters/versions.yaml "
-        "(v0.16.8, v0.17.0) and both read builds carry the fix",
+        no_case_yet="no version the suite runs has it: the oldest KAI it accepts is v0.16.8 (older ones are refused, "
+        "clusters/assumptions.py nearest_known) and every release from v0.14.1 and v0.15.0 on, and both read builds, "
+        "carry the fix. A case would also need KAI's podgrouper restarted with a defaults ConfigMap (Config "
+        "podGrouper.args.defaultPrioritiesConfigMapName/Namespace), a cluster-wide reconfiguration the suite does not make",
         url="https://github.com/kai-scheduler/KAI-Scheduler/issues/1448",
     ),
     KnownBug(
