@@ -24,16 +24,12 @@ from its TrainJob's ``spec.trainer.env`` (``KC_RUN_SECONDS``, ``KC_EXIT_CODE``, 
   back whole when it fits, or waits whole (and keeps the filler running) until room is made.
 * Deletion: a TrainJob deleted while its PodGroup is pending, or while it runs, leaves nothing behind: no JobSet,
   Job, pod, PodGroup or BindRequest (``nothing-left``), and every GPU it held is free again.
-* A failed TrainJob stays failed: its JobSet fails with no restart left (``maxRestarts: 0``), the TrainJob with it;
-  then the failed JobSet goes, by its ``ttlSecondsAfterFinished`` or deleted by hand, and for a hold the TrainJob
-  keeps ``Failed`` and makes no JobSet again (``failed-stays-failed``: a new JobSet would start a new restart
-  budget). A strict xfail where the known-bugs table says the Trainer has it (Trainer #3779 by TTL, #3737 by hand).
-* A gang that waited is no longer unschedulable once bound: a gang waits behind a blocker (its PodGroup says
-  ``UnschedulableOnNodePool``), the blocker is deleted, the gang is bound whole, and within a few scheduling periods
-  the PodGroup carries no such condition (``unschedulable-cleared``). A strict xfail where KAI has #1888.
 * Control: a gang whose pod 0 exits 1 on a runtime without restarts really fails (``FailedJobs``); judged as if it
   were to complete, ``trainjob-complete`` fires, and ``trainjob-failed`` holds on the same snapshot: proof that on
   this cluster the detectors read how the workload really ended.
+
+States that must stay once reached (a failed TrainJob stays failed, a bound gang stops being unschedulable):
+``test_lifecycle_terminal.py``, with the same workloads and steps.
 
 Every detector reads the whole episode, every snapshot the case took (``suites/support/lifecycle.py``), not a
 sample. Cases that fill the cluster are serial and disruptive, as in the other areas.
@@ -43,7 +39,6 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
@@ -51,16 +46,12 @@ from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, require_gpus, skip_unless
 from kai_conformance.suites.support.cases.lifecycle import (
-    BY_HAND,
-    BY_TTL,
     CompletionCase,
     DeletionCase,
-    FailedJobSetGoneCase,
     FailingGangCase,
     RestartCase,
     StaggeredCompletionCase,
     SuspendCase,
-    WaitedGangCase,
 )
 from kai_conformance.suites.support.detectors.eviction import gang_undisturbed
 from kai_conformance.suites.support.detectors.gang import gang_fully_bound, nothing_bound, pods_gone
@@ -77,10 +68,7 @@ from kai_conformance.suites.support.detectors.lifecycle import (
 )
 from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.detectors.terminal import (
-    failed_stays_failed,
     jobset_follows_suspend,
-    unschedulable_cleared,
-    unschedulable_said,
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
 from kai_conformance.suites.support.expectations import Expectations
@@ -91,7 +79,6 @@ from kai_conformance.suites.support.expectations_lifecycle import (
     TRAINJOB_COMPLETE,
     TRAINJOB_FAILED,
 )
-from kai_conformance.suites.support.known_bugs import gap
 from kai_conformance.suites.support.lifecycle import (
     follow,
     judge,
@@ -104,7 +91,6 @@ from kai_conformance.suites.support.lifecycle import (
 from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.snapshot import Snapshot, uid_of
 from kai_conformance.suites.support.steps import bring
-from kai_conformance.suites.support.timing import settle
 from kai_conformance.suites.support.workloads import queue_name
 
 pytestmark = [pytest.mark.lifecycle, pytest.mark.kubelet]
@@ -114,11 +100,7 @@ STAGGERED = [StaggeredCompletionCase()]
 RESTART = [RestartCase()]
 SUSPEND = [SuspendCase(fits=True), SuspendCase(fits=False)]
 DELETION = [DeletionCase(pending=True), DeletionCase(pending=False)]
-GONE = [FailedJobSetGoneCase(deleted_by=BY_TTL), FailedJobSetGoneCase(deleted_by=BY_HAND)]
-WAITED = [WaitedGangCase()]
 CONTROL = [FailingGangCase()]
-#: The known bug a failed JobSet's going shows, per way it goes (suites/support/known_bugs.py).
-REMADE_BUG = {BY_TTL: "Trainer #3779", BY_HAND: "Trainer #3737"}
 
 
 @pytest.mark.parametrize("case", [param(c) for c in COMPLETION])
@@ -365,102 +347,6 @@ def test_a_deleted_trainjob_leaves_nothing_behind_and_frees_its_gpus(
         judge(record, blocker, wait_released(observer, episode, queue, blocker, blocker.size, timeouts, row), row)
     else:
         judge(record, doomed, wait_released(observer, episode, queue, doomed, case.pods, timeouts, row), row)
-
-
-@pytest.mark.parametrize("case", [param(c) for c in GONE])
-def test_a_failed_trainjob_does_not_make_its_deleted_jobset_again(
-    case: FailedJobSetGoneCase,
-    ctx: RenderContext,
-    workspace: Workspace,
-    kube: KubeApi,
-    observer: Observer,
-    expect: Expectations,
-    timeouts: TimeoutPolicy,
-    record: CaseRecorder,
-    request: pytest.FixtureRequest,
-) -> None:
-    """The JobSet fails with no restart left, then goes (TTL or by hand): the TrainJob stays Failed, no new JobSet."""
-    reason = gap(REMADE_BUG[case.deleted_by], ctx.combination.trainer.version)
-    if reason:
-        request.applymarker(pytest.mark.xfail(reason=reason, raises=AssertionError, strict=True))
-    require_gpus(ctx.layout, case.pods)
-    row = f"[{expect.trainer.name}, {expect.lifecycle.name}]"
-    workspace.apply_all([case.queue(ctx), case.runtime(ctx)])
-    follow(observer, queue_name(ctx.namespace, case.workload))
-    gang = bring(workspace, observer, case.trainjob(ctx), case.workload, case.pods, timeouts)
-    gang.bound(what=f"{row} the {case.pods} pods of {gang.name} bound", timeout=timeouts("schedule"))
-    # The failed JobSet's uid is read while it is there: its TTL (or the test) removes it next.
-    snap, failed = gang.until(
-        lambda s: all_of(trainjob_ended(s, TRAINJOB_FAILED, REACHED_MAX_RESTARTS), jobset_there(s)),
-        what=f"{row} {gang.name} fails with no restart left",
-        timeout=lifetime_budget(case.run_seconds, timeouts) + timeouts("schedule"),
-        owners=True,
-    )
-    record.verdict(failed)
-    failed_uid = uid_of(snap.jobsets[0])
-    if case.deleted_by == BY_HAND:
-        # The JobSet is Trainer's, not labelled as the suite's; it lives in the case's namespace, owned by its TrainJob.
-        kube.delete(kinds.JOB_SET, gang.name, ctx.namespace, allow_foreign=True)
-    gang.until(
-        lambda s: Verdict("failed-jobset-gone", not any(uid_of(j) == failed_uid for j in s.jobsets),
-                          f"JobSet {gang.name} uid {failed_uid}: {'gone' if not s.jobsets else 'still there'}"),
-        what=f"{row} the failed JobSet of {gang.name} goes ({case.deleted_by})",
-        timeout=case.ttl_seconds * timeouts.scale + timeouts("gc"),
-        owners=True,
-    )  # fmt: skip
-    _, stayed = gang.holds(
-        lambda s: failed_stays_failed(s, failed_uid),
-        what=f"{row} {gang.name} stays Failed and makes no JobSet again",
-        hold=timeouts.hold,
-        owners=True,
-    )
-    record.verdict(stayed)
-
-
-def jobset_there(snap: Snapshot) -> Verdict:
-    return Verdict("jobset-there", bool(snap.jobsets), f"JobSet {snap.workload}: {len(snap.jobsets)} in the snapshot")
-
-
-@pytest.mark.parametrize("case", [param(c) for c in WAITED])
-def test_a_gang_that_waited_sheds_its_unschedulable_condition_once_bound(
-    case: WaitedGangCase,
-    ctx: RenderContext,
-    workspace: Workspace,
-    observer: Observer,
-    expect: Expectations,
-    timeouts: TimeoutPolicy,
-    record: CaseRecorder,
-    request: pytest.FixtureRequest,
-) -> None:
-    """The gang's PodGroup said UnschedulableOnNodePool while it waited; bound whole, it must no longer say so."""
-    reason = gap("KAI #1888", ctx.combination.kai.version)
-    if reason:
-        request.applymarker(pytest.mark.xfail(reason=reason, raises=AssertionError, strict=True))
-    require_gpus(ctx.layout, case.pods)
-    row = f"[{expect.kai.name}, {expect.lifecycle.name}]"
-    workspace.apply(case.queue(ctx))
-    blocker_job = workspace.apply(case.blocker(ctx))
-    blocker = observer.workload("blocker", case.blocker_pods(ctx.layout))
-    blocker.visible(timeouts("schedule"))
-    blocker.bound(what=f"{row} the blocker bound", timeout=timeouts("schedule"))
-    gang = bring(workspace, observer, case.trainjob(ctx), case.workload, case.pods, timeouts)
-    _, said = gang.until(
-        unschedulable_said,
-        what=f"{row} the PodGroup of {gang.name} says it is unschedulable while the blocker holds the GPUs",
-        timeout=timeouts("schedule"),
-        guard=lambda s: nothing_bound(s.of(gang.name), case.pods),
-    )
-    record.verdict(said)
-    workspace.delete(blocker_job)
-    gang.bound(
-        what=f"{row} {gang.name} bound whole once the blocker is gone", timeout=timeouts("gc") + timeouts("schedule")
-    )
-    _, cleared = gang.until(
-        lambda s: unschedulable_cleared(s, case.pods),
-        what=f"{row} KAI clears the unschedulable condition of {gang.name}, bound whole",
-        timeout=settle(timeouts) + timeouts("api"),
-    )
-    record.verdict(cleared)
 
 
 @pytest.mark.control

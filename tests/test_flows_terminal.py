@@ -11,7 +11,8 @@ import pytest
 
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
-from kai_conformance.suites import test_lifecycle as suite
+from kai_conformance.suites import test_lifecycle
+from kai_conformance.suites import test_lifecycle_terminal as suite
 from tests.fakes.controllers import Faults
 from tests.fakes.kai_refusals import KaiRefusals
 from tests.fakes.trainer_jobset import TrainerAndJobSet
@@ -101,8 +102,8 @@ def test_a_suspend_the_jobset_webhook_refuses_fails_naming_the_jobset_that_did_n
     """Trainer #3008 (no version known to have it: the suspend case runs as it always did, without an xfail)."""
     h = lifecycle(flow, monkeypatch, Faults(jobset_webhook_refuses_suspend=True))
     with pytest.raises(ConditionNotMet) as failure:
-        suite.test_a_suspended_gang_releases_everything_and_resumes_whole_or_waits_whole(
-            suite.SUSPEND[0], kube=h.fake, **h.args()
+        test_lifecycle.test_a_suspended_gang_releases_everything_and_resumes_whole_or_waits_whole(
+            test_lifecycle.SUSPEND[0], kube=h.fake, **h.args()
         )
     message = str(failure.value)
     assert "jobset-follows-suspend" in message and "spec.suspend true but its JobSet still false" in message

@@ -14,9 +14,13 @@ from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo
 
 STALE = "suites/test_lifecycle.py::test_a_gang_completing_pod_by_pod_is_not_evicted_as_stale[2-pods]"
-WAITED = "suites/test_lifecycle.py::test_a_gang_that_waited_sheds_its_unschedulable_condition_once_bound[w]"
-GONE_TTL = "suites/test_lifecycle.py::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[ttl-failed]"
-GONE_HAND = "suites/test_lifecycle.py::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[by-hand-failed]"
+WAITED = "suites/test_lifecycle_terminal.py::test_a_gang_that_waited_sheds_its_unschedulable_condition_once_bound[w]"
+GONE_TTL = (
+    "suites/test_lifecycle_terminal.py::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[ttl-failed]"
+)
+GONE_HAND = (
+    "suites/test_lifecycle_terminal.py::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[by-hand-failed]"
+)
 
 
 def _run(versions: dict[str, str], *records: CaseRecord) -> RunRecords:

@@ -21,6 +21,7 @@ from kai_conformance.clusters.assumptions import release_key
 from kai_conformance.clusters.builds import BUILDS, build_of
 
 LIFECYCLE = "suites/test_lifecycle.py"
+TERMINAL = "suites/test_lifecycle_terminal.py"
 PODGROUPER = "suites/test_podgrouper.py"
 RUNTIMES = "suites/test_runtimes.py"
 
@@ -135,7 +136,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "fix PR #1908 (11dc589e, default_status_updater.go clearPodGroupSchedulingCondition): in tag v0.17.0 and on "
         "main and v0.17; no v0.16 tag and not the v0.16 branch head b1640b92",
         frozenset({"main", "v0.17"}),
-        (f"{LIFECYCLE}::test_a_gang_that_waited_sheds_its_unschedulable_condition_once_bound",),
+        (f"{TERMINAL}::test_a_gang_that_waited_sheds_its_unschedulable_condition_once_bound",),
         known_from="v0.16.0",
         url="https://github.com/kai-scheduler/KAI-Scheduler/issues/1888",
     ),
@@ -208,7 +209,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "pkg/controller/trainjob_controller.go Reconcile calls removeFailedCondition at v2.0.0, v2.1.0, v2.2.0 and "
         "v2.3.0; fix PR #3891 (a1f74d48c on master, 2026-08-11) removes it",
         frozenset({"master"}),
-        (f"{LIFECYCLE}::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[ttl",),
+        (f"{TERMINAL}::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[ttl",),
         inferred="the first release after v2.3.0 (v2.4.0, not out when read) carries master's fix",
         url="https://github.com/kubeflow/trainer/issues/3779",
     ),
@@ -221,7 +222,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "IsTrainJobFinished skips reconcileObjects however the JobSet went: fixed on master in the source, though "
         "the issue (and #3740) is still open",
         frozenset({"master"}),
-        (f"{LIFECYCLE}::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[by-hand",),
+        (f"{TERMINAL}::test_a_failed_trainjob_does_not_make_its_deleted_jobset_again[by-hand",),
         inferred="fixed on master read from the code of #3891 (which names only #3779)",
         url="https://github.com/kubeflow/trainer/issues/3737",
     ),
