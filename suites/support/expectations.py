@@ -7,7 +7,8 @@ its assertion messages. Rows are keyed by minor version (``v0.16.8`` → ``v0.16
 
 Every fact below cites its source: ``docs/research/upstream-facts.md`` (§A Trainer, §B KAI, §C JobSet),
 ``../shared/reference/kai-scheduler.md`` (KAI §n) / ``trainer-jobset.md`` (TJ §n), or upstream code read at the tag.
-Facts that hold for every row (names, keys, messages) are module constants.
+Facts that hold for every row (names, keys, messages) are module constants. Known upstream bugs, per release and per
+read branch head (``main``, ``master``), are one table of their own: :mod:`suites.support.known_bugs`.
 """
 
 from __future__ import annotations
