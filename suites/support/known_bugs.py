@@ -44,7 +44,7 @@ class KnownBug:
     not_observable: str | None = None
     #: Why no case observes it yet although one could, or None.
     no_case_yet: str | None = None
-    #: The oldest release the facts cover; None for older ones.
+    #: The oldest release the facts cover: for an older one :meth:`affects` says None (not known).
     known_from: str = "v0.13.0"
     #: What in the versions above is inferred rather than read, or None.
     inferred: str | None = None
