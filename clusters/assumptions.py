@@ -24,6 +24,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from kai_conformance.clusters.builds import build_of
 from kai_conformance.fixtures.errors import UsageError
 
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
@@ -59,9 +60,11 @@ def nearest_known(component: str, version: str, known: Mapping[str, object]) -> 
 
 def assumed_fields(component: str, version: str, base_version: str, base: Mapping[str, object]) -> dict:
     """The artifacts of ``version``, where the known version ``base_version`` has them: the same chart or release
-    manifests at the new version, and the CRD-schema folder of that version (absent until provided)."""
+    manifests at the new version, and the CRD-schema folder of that version (absent until provided; for a branch
+    head that was read, its dated folder: clusters/builds.py)."""
     fields = dict(base)
-    fields["crds"] = f"{CRD_FOLDERS[component]}/{version}"
+    build = build_of(component, version)
+    fields["crds"] = build.crds if build else f"{CRD_FOLDERS[component]}/{version}"
     if "chart_version" in fields:
         plain = str(fields["chart_version"]).startswith("v")
         fields["chart_version"] = version if plain else version.removeprefix("v")

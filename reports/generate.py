@@ -5,7 +5,7 @@ A report directory (``--report-dir``) holds, after a run::
     report.html        the self-contained conformance report (open it in any browser, offline)
     ai-conformance.yaml  the Kubernetes AI Conformance checklist, filled in (reports/ai_conformance.py)
     summary.md         the Markdown summary (PR comment, $GITHUB_STEP_SUMMARY)
-    summary.json       the same for machines: verdict, totals, matrix, runs, performance metrics and every case record
+    summary.json       the same for machines: verdict, totals, matrix, runs, performance metrics, known bugs and every case record
     junit.xml          JUnit XML (pytest --junitxml) for CI systems
     allure-results/    Allure results (allure-pytest), plus environment.properties and categories.json
     diagnostics/<case>/  what failed cases left behind (events, pods, PodGroups, logs, objects)
@@ -23,7 +23,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kai_conformance.reports import ai_conformance, allure_files, html, junit, markdown, metrics, runtime_table
+from kai_conformance.reports import (
+    ai_conformance,
+    allure_files,
+    html,
+    junit,
+    known_bugs,
+    markdown,
+    metrics,
+    runtime_table,
+)
 from kai_conformance.reports.model import Case, Cell, Report, RunRecords, Status, build
 from kai_conformance.reports.records import CaseRecord, read_all
 from kai_conformance.reports.runinfo import RunInfo
@@ -104,6 +113,7 @@ def summary_json(report: Report) -> dict:
         ],
         "metrics": metrics.metrics_json(metrics.of_report(report)),
         "runtimes": (table.to_json() if (table := runtime_table.of_report(report)) else None),
+        "known_bugs": known_bugs.to_json(known_bugs.of_report(report)),
         "cases": [_case_json(case) for case in report.cases],
     }
 

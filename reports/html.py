@@ -14,7 +14,16 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import ai_conformance, apiload, metrics, perfplots, plot, runtime_table, timeline
+from kai_conformance.reports import (
+    ai_conformance,
+    apiload,
+    known_bugs,
+    metrics,
+    perfplots,
+    plot,
+    runtime_table,
+    timeline,
+)
 from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status, area_heading, without_module_paths
 from kai_conformance.reports.runinfo import RunInfo, gpu_topology
 
@@ -105,4 +114,5 @@ def render(report: Report, artifacts: dict[str, str] | None = None) -> str:
         runtimes=runtime_table.of_report(report),
         ai_sections=ai_conformance.of_report(report),
         AI_CHECKLIST=ai_conformance.CHECKLIST_FILE,
+        known_bugs=known_bugs.of_report(report),
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kai_conformance.reports import ai_conformance, apiload, metrics, runtime_table
+from kai_conformance.reports import ai_conformance, apiload, known_bugs, metrics, runtime_table
 from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status
 
 MAX_LISTED = 25
@@ -104,6 +104,7 @@ def render(report: Report, html_name: str = "report.html") -> str:
                     cells.append(f"{cell.status.symbol} {cell.ratio}" if cell and cell.status else "·")
                 out.append(f"| {_cell(behaviour.title)} | " + " | ".join(cells) + " |")
         out.append("")
+    out += known_bugs.markdown(known_bugs.of_report(report))
     out += runtime_table.markdown(runtime_table.of_report(report))
     out += ai_conformance.markdown(ai_conformance.of_report(report), html_name)
     out += _metrics_table(metrics.of_report(report))

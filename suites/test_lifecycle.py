@@ -18,7 +18,8 @@ from its TrainJob's ``spec.trainer.env`` (``KC_RUN_SECONDS``, ``KC_EXIT_CODE``, 
   gang is recreated and bound again whole, every attempt (``restarted-whole``), never partially bound for longer
   than a bind takes; with no restarts left the JobSet fails (``ReachedMaxRestarts``, and the ``RestartingJobSet``
   condition where the JobSet version has it: ``jobset-restarts``), the TrainJob with it, and every GPU is released.
-* Suspend and resume: ``spec.suspend: true`` on a running TrainJob deletes all its pods and releases all its GPUs
+* Suspend and resume: ``spec.suspend: true`` on a running TrainJob reaches its JobSet (``jobset-follows-suspend``:
+  where JobSet's webhook refuses Trainer's apply, Trainer #3008, it never does), deletes all its pods and releases all its GPUs
   (Trainer's ``Suspended`` condition; ``queue-released``); a lower-priority gang takes them; on resume the gang comes
   back whole when it fits, or waits whole (and keeps the filler running) until room is made.
 * Deletion: a TrainJob deleted while its PodGroup is pending, or while it runs, leaves nothing behind: no JobSet,
@@ -26,6 +27,9 @@ from its TrainJob's ``spec.trainer.env`` (``KC_RUN_SECONDS``, ``KC_EXIT_CODE``, 
 * Control: a gang whose pod 0 exits 1 on a runtime without restarts really fails (``FailedJobs``); judged as if it
   were to complete, ``trainjob-complete`` fires, and ``trainjob-failed`` holds on the same snapshot: proof that on
   this cluster the detectors read how the workload really ended.
+
+States that must stay once reached (a failed TrainJob stays failed, a bound gang stops being unschedulable):
+``test_lifecycle_terminal.py``, with the same workloads and steps.
 
 Every detector reads the whole episode, every snapshot the case took (``suites/support/lifecycle.py``), not a
 sample. Cases that fill the cluster are serial and disruptive, as in the other areas.
@@ -63,6 +67,9 @@ from kai_conformance.suites.support.detectors.lifecycle import (
     trainjob_suspended,
 )
 from kai_conformance.suites.support.detectors.queues import podgroup_explains
+from kai_conformance.suites.support.detectors.terminal import (
+    jobset_follows_suspend,
+)
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations_lifecycle import (
@@ -242,7 +249,7 @@ def test_a_suspended_gang_releases_everything_and_resumes_whole_or_waits_whole(
 
     suspend(kube, ctx.namespace, gang.name, True)
     gang.until(
-        lambda s: all_of(pods_gone(s), trainjob_suspended(s, True)),
+        lambda s: all_of(jobset_follows_suspend(s), pods_gone(s), trainjob_suspended(s, True)),
         what=f"{row} {gang.name} suspended: every pod deleted",
         timeout=timeouts("gc"),
         guard=guard,
@@ -259,6 +266,10 @@ def test_a_suspended_gang_releases_everything_and_resumes_whole_or_waits_whole(
         return all_of(guard(snap), gang_undisturbed(snap.of(filler.name), kept))
 
     suspend(kube, ctx.namespace, gang.name, False)
+    _, followed = gang.until(
+        jobset_follows_suspend, what=f"{row} the JobSet of {gang.name} resumed", timeout=timeouts("api"), owners=True
+    )
+    record.verdict(followed)
     gang.visible(timeouts("schedule"))
     if not case.fits:
         _, waited = observer.holds(

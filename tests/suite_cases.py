@@ -8,8 +8,8 @@ from typing import Any
 
 SUITE_MODULES = (
     "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_elastic", "test_placement",
-    "test_topology", "test_sharing", "test_fairness", "test_consolidation", "test_lifecycle", "test_scale", "test_runtimes",
-    "test_chaos", "test_ai_conformance",
+    "test_topology", "test_sharing", "test_fairness", "test_consolidation", "test_lifecycle", "test_lifecycle_terminal",
+    "test_scale", "test_runtimes", "test_chaos", "test_ai_conformance",
 )  # fmt: skip
 
 

@@ -237,11 +237,12 @@ def test_every_catalogued_combination_has_lifecycle_rows() -> None:
 
 @pytest.mark.parametrize(
     ("version", "gap"),
-    [("v0.16.8", True), ("v0.17.0", True), ("v0.17.1", False), ("v0.17.2", False), ("v0.16:main", True),
-     ("v0.17:main", False)],
+    [("v0.16.8", True), ("v0.16.9", True), ("v0.17.0", True), ("v0.17.1", False), ("v0.17.2", False),
+     ("v0.17:main", False), ("v0.17:v0.17", False), ("v0.17:pr-42", False)],
 )  # fmt: skip
 def test_the_stale_gang_gap_is_per_patch_release(version: str, gap: bool) -> None:
-    """A build (``main``, a PR's) on the row of a minor with a fixed release has the fix: the branch head carries it."""
+    """A build has the fix where the known-bugs table says so: the read ``main`` and ``v0.17`` heads carry it, and an
+    unread build (a PR's) counts as newer than every release; v0.16.9 has no backport."""
     minor, _, build = version.partition(":")
     row = KAI_LIFECYCLE_ROWS[minor if build else version.rsplit(".", 1)[0]]
     version = build or version

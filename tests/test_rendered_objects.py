@@ -29,6 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOG = Catalog.load()
 IMAGE = CATALOG.defaults["workload_image"]
 CASES = suite_cases()
+#: The read branch heads a pull request targets (clusters/builds.py), judged like releases: KAI main with Trainer
+#: master and JobSet main, and KAI's v0.17 branch with the default Trainer.
+BUILD_COMBINATIONS = [
+    CATALOG.resolve(kai="main", trainer="master", jobset="main"),
+    CATALOG.resolve(kai="v0.17"),
+]
 #: Trainer's runtimes for the runtimes area's cases: the shared upstream copy (v2.3.0), when present; without it
 #: those cases render nothing (as render mode does without --trainer-runtimes), and nothing is fetched.
 _RUNTIMES_ROOT = upstream.upstream_root()
@@ -58,10 +64,12 @@ def load_schemas(combination, root: Path) -> crd_schemas.SchemaSet:
     try:
         return crd_schemas.schemas_for(combination, root)
     except crd_schemas.MissingSchemas as exc:
+        if combination in BUILD_COMBINATIONS:  # fetch_crds.py fetches releases; the builds' folders are shared only
+            pytest.skip(f"{exc} (a branch head's schemas: ../shared/crds)")
         pytest.fail(str(exc))
 
 
-@pytest.mark.parametrize("combination", CATALOG.combinations, ids=lambda c: c.name)
+@pytest.mark.parametrize("combination", [*CATALOG.combinations, *BUILD_COMBINATIONS], ids=lambda c: c.name)
 def test_every_case_renders_schema_valid_objects(combination, schema_root: Path) -> None:
     schemas = load_schemas(combination, schema_root)
     problems = []

@@ -7,7 +7,8 @@ its assertion messages. Rows are keyed by minor version (``v0.16.8`` → ``v0.16
 
 Every fact below cites its source: ``docs/research/upstream-facts.md`` (§A Trainer, §B KAI, §C JobSet),
 ``../shared/reference/kai-scheduler.md`` (KAI §n) / ``trainer-jobset.md`` (TJ §n), or upstream code read at the tag.
-Facts that hold for every row (names, keys, messages) are module constants.
+Facts that hold for every row (names, keys, messages) are module constants. Known upstream bugs, per release and per
+read branch head (``main``, ``master``), are one table of their own: :mod:`suites.support.known_bugs`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kai_conformance.clusters.assumptions import release_key
 from kai_conformance.clusters.catalog import Combination
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
+from kai_conformance.suites.support.known_bugs import gap
 
 # UnknownVersion and minor stay part of this table's interface: cases and self-tests name them from here.
 from kai_conformance.suites.support.version_rows import UnknownVersion, minor, row_for  # noqa: F401
@@ -143,9 +145,12 @@ class KaiRow:
         return {} if self.gang_by_default else {MIN_MEMBER_ANNOTATION: str(pods)}
 
     def podset_floor_gap(self, version: str) -> str | None:
-        """The PR #2096 gap of ``version`` (a patch release of this minor), or None where it has the fix. A build that
-        is no release (``main``, a PR's) counts as newer than every release: both branches with a fixed release carry
-        the fix at their head (docs/research/upstream-facts.md §B10)."""
+        """The PR #2096 gap of ``version`` (a patch release of this minor), or None where it has the fix. A build
+        that is no release has it as the known-bugs table says: the read ``main`` and ``v0.17`` of 2026-08-07 still
+        have it (the fix came later), an unread build counts as newer than every release
+        (suites/support/known_bugs.py; docs/research/upstream-facts.md §B10)."""
+        if release_key(version) is None:
+            return gap("KAI PR #2096", version)
         fixed = self.podset_floor_fixed_in
         first, release = release_key(fixed) if fixed else None, release_key(version)
         if self.podset_below_floor_bound is None or (first and (release is None or release >= first)):

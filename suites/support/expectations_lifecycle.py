@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_conformance.clusters.assumptions import release_key
+from kai_conformance.suites.support.known_bugs import gap
 from kai_conformance.suites.support.version_rows import row_for
 
 # ------------------------------------------------------------------------------------------- constant facts
@@ -95,8 +96,10 @@ class LifecycleKaiRow:
 
     def completing_gang_gap(self, version: str) -> str | None:
         """The stale-gang gap of the patch release ``version`` of this minor (None: it spares completing gangs). A
-        build that is no release (``main``, a PR's) counts as newer than every release: the branch with a fixed
-        release carries the fix at its head (docs/research/upstream-facts.md §B10)."""
+        build that is no release (``main``, a PR's) has it as the known-bugs table says: the read branch heads carry
+        the fix (suites/support/known_bugs.py), an unread build counts as newer than every release."""
+        if release_key(version) is None:
+            return gap("KAI #1968", version)
         fixed = self.completing_gang_fixed_in
         first, release = release_key(fixed) if fixed else None, release_key(version)
         if self.completing_gang_evicted is None or (first and (release is None or release >= first)):

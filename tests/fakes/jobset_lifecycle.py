@@ -14,6 +14,8 @@ pkg/controllers/failure_policy.go at v0.11.1 and v0.12.0), before the JobSet cre
   ``Restarting`` Warning event, or ``Failed``/``ReachedMaxRestarts`` once ``restartsCountTowardsMax`` has reached
   ``maxRestarts``. Messages name the first failed Job.
 * Every Job of the current attempt ``Complete`` (success policy ``All``): ``Completed``/``AllJobsCompleted``.
+* A finished JobSet with ``ttlSecondsAfterFinished`` is deleted (background propagation) once that many seconds have
+  passed since its ``Completed`` or ``Failed`` condition (pkg/controllers/ttl_after_finished.go).
 * v0.12 (``RestartingJobSet``): True at a restart (``DefaultFailurePolicy``), False once every Job is ready again
   (``JobsReady``: each Job's pods running), False at the end (``JobSetFailed``, ``JobSetCompleted``) or when
   suspended (``JobSetSuspended``); False only ever updates an existing condition (``updateCondition``). v0.11 has
@@ -34,7 +36,7 @@ from kai_conformance.suites.support.expectations_lifecycle import (
     RESTART_ATTEMPT_LABEL,
     RESTARTING_ENDED_BY_FAILURE,
 )
-from kai_conformance.suites.support.snapshot import is_running, labels_of
+from kai_conformance.suites.support.snapshot import is_running, labels_of, parse_time
 from kai_conformance.suites.support.version_rows import minor
 from tests.fakes.simulation import Obj, Simulation
 
@@ -67,6 +69,9 @@ class JobSetLifecycle(Simulation):
         current = [j for j in jobs if attempt(j) >= status.get("restarts", 0)]
         previous = [j for j in jobs if attempt(j) < status.get("restarts", 0)]
         ended = {"Completed", "Failed"} & true_conditions(js)
+        if ended and self._ttl_expired(js):
+            self.fake._remove(kinds.JOB_SET, js["metadata"]["namespace"], js["metadata"]["name"])
+            return True, False
         for job in previous + (
             [j for j in current if not ({"Complete", "Failed"} & true_conditions(j))] if ended else []
         ):
@@ -101,6 +106,15 @@ class JobSetLifecycle(Simulation):
             self.fake.write(js)
             changed = True
         return changed, proceed
+
+    def _ttl_expired(self, js: Obj) -> bool:
+        ttl = js["spec"].get("ttlSecondsAfterFinished")
+        if ttl is None:
+            return False
+        ended_at = [parse_time(c.get("lastTransitionTime")) for c in js["status"].get("conditions") or []
+                    if c.get("type") in ("Completed", "Failed") and c.get("status") == "True"]  # fmt: skip
+        first = min((t for t in ended_at if t is not None), default=None)
+        return first is not None and self.fake.clock().timestamp() >= first + ttl
 
     def _apply_failure_policy(self, js: Obj, first_failed: str, restarting: bool) -> None:
         status, policy = js["status"], js["spec"].get("failurePolicy")

@@ -208,7 +208,7 @@ class Kai(KaiPodgrouper, KaiRefusals):
         requested = self._requested()
         waiting = [p for p in members if not is_bound(p) and _key(p) not in requested]
         if not waiting:
-            return False
+            return self._bound_whole(pg, members)
         tree = subgroup_tree(pg, members, lambda p: is_bound(p) or _key(p) in requested)
         if not (tree.ready if tree else len(members) >= self._gang_size(pg)):
             return False

@@ -1,16 +1,35 @@
 """Simulated KAI Scheduler, what it says when it leaves a PodGroup pending: ``PodScheduled=False/Unschedulable`` on
 each waiting pod, the PodGroup's ``UnschedulableOnNodePool`` scheduling condition, and an ``Unschedulable`` event
-per cycle, repeats counted on one Event as client-go's correlator does (suites/support/refusals.py)."""
+per cycle, repeats counted on one Event as client-go's correlator does (suites/support/refusals.py). Once every pod
+of a PodGroup is bound the condition is cleared (KAI v0.17.0 #1908, ``clearPodGroupSchedulingCondition``), except
+where the KAI version has KAI #1888 (suites/support/known_bugs.py: v0.16)."""
 
 from __future__ import annotations
 
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
-from kai_conformance.suites.support.snapshot import uid_of
+from kai_conformance.suites.support.known_bugs import BY_KEY
+from kai_conformance.suites.support.snapshot import is_bound, uid_of
 from tests.fakes.simulation import Obj, Simulation
 
 
 class KaiRefusals(Simulation):
+    #: Whether KAI keeps a PodGroup's UnschedulableOnNodePool once its gang is bound (KAI #1888); None: as the
+    #: known-bugs table says of the KAI version. A flow sets it to show a KAI with the bug where it is fixed.
+    keeps_unschedulable: bool | None = None
+
+    def _bound_whole(self, pg: Obj, members: list[Obj]) -> bool:
+        """Every pod of ``pg`` is bound (none awaits its bind): KAI clears the PodGroup's scheduling conditions."""
+        keeps = self.keeps_unschedulable
+        if keeps is None:
+            keeps = bool(BY_KEY["KAI #1888"].affects(self.kai_version))
+        conditions = (pg.get("status") or {}).get("schedulingConditions")
+        if keeps or not conditions or not members or not all(is_bound(p) for p in members):
+            return False
+        pg["status"]["schedulingConditions"] = []
+        self.fake.write(pg)
+        return True
+
     def _unschedulable(self, pg: Obj, waiting: list[Obj], reason: str, message: str) -> bool:
         text = f"{reason}: {message}."
         changed = False

@@ -77,6 +77,9 @@ class Faults:
     regrouped_gang_bound_one_short: bool = False
     #: KAI's BindRequests lose their ownerReference to the pod: garbage collection leaves them behind.
     bindrequests_without_owner: bool = False
+    #: JobSet's webhook refuses Trainer's apply of a suspend or resume (Trainer #3008): the JobSet never follows,
+    #: and Trainer records ``TrainJobResourcesCreationFailed`` on the TrainJob.
+    jobset_webhook_refuses_suspend: bool = False
 
     # Misbehaviour after a restart (tests/fakes/restarts.py): each acts only once its component has restarted in the
     # run (its pod deleted and replaced), so a mix without that restart passes.
@@ -102,6 +105,8 @@ class Simulation:
     layout: GpuLayout
     kai_version: str = "v0.17.0"
     faults: Faults = field(default_factory=Faults)
+    #: The Trainer version the simulated Trainer behaves as (the suite's default combination's).
+    trainer_version: str = "v2.3.0"
     #: Seconds the Job controller waits before it replaces the first failed pod of an index (doubling with each
     #: further failure of that index). Upstream: 10 s (pkg/controller/job/job_controller.go
     #: ``DefaultJobPodFailureBackOff``); 0 keeps flows instant. Measured on the FakeKube clock.

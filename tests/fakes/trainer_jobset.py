@@ -6,7 +6,9 @@ Trainer's status (pkg/controller/trainjob_controller.go and pkg/runtime/framewor
 ``Status``, v2.2.0 = v2.3.0): ``Suspended`` True/``Suspended`` while ``spec.suspend``, False/``Resumed`` after;
 the JobSet's ``Completed`` and ``Failed`` become the TrainJob's ``Complete`` and ``Failed`` with the JobSet's reason
 and message (``meta.SetStatusCondition``); a finished TrainJob's JobSet is no longer changed
-(``IsTrainJobFinished``).
+(``IsTrainJobFinished``). Where the Trainer version has Trainer #3779 / #3737 (suites/support/known_bugs.py:
+v2.0.0–v2.3.0), every reconcile first removes the ``Failed`` condition (``removeFailedCondition``) and puts it back
+from the JobSet's status: once the failed JobSet is gone the TrainJob looks unfinished and a new JobSet is made.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
 from kai_conformance.fixtures import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.expectations_lifecycle import RESTART_ATTEMPT_LABEL
+from kai_conformance.suites.support.known_bugs import BY_KEY
 from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
 from tests.fakes.jobset_lifecycle import JobSetLifecycle, true_conditions
 from tests.fakes.kube import clone
@@ -26,6 +29,10 @@ RESUMED = ("False", "Resumed", "TrainJob is resumed")
 
 
 class TrainerAndJobSet(JobSetLifecycle):
+    #: Whether Trainer removes a TrainJob's Failed condition at every reconcile (Trainer #3779, #3737); None: as the
+    #: known-bugs table says of the Trainer version. A flow sets it to show a Trainer with the bug where it is fixed.
+    removes_failed_condition: bool | None = None
+
     # ------------------------------------------------------------------------------------------------ Trainer
     def trainer(self) -> bool:
         changed = False
@@ -33,6 +40,10 @@ class TrainerAndJobSet(JobSetLifecycle):
             meta = tj["metadata"]
             suspended = bool(tj["spec"].get("suspend"))
             jobset = self._peek(kinds.JOB_SET, meta["name"], meta["namespace"])
+            if jobset is None and "Failed" in true_conditions(tj) and self._removes_failed_condition:
+                tj["status"]["conditions"] = [c for c in tj["status"]["conditions"] if c["type"] != "Failed"]
+                self.fake.write(tj)
+                changed = True
             finished = bool({"Complete", "Failed"} & true_conditions(tj))
             if jobset is None and not finished:
                 runtime = self._runtime_of(tj)
@@ -41,12 +52,32 @@ class TrainerAndJobSet(JobSetLifecycle):
                     self.fake.write(jobset)
                     changed = True
             elif jobset is not None and not finished and bool(jobset["spec"].get("suspend")) != suspended:
+                if self.faults.jobset_webhook_refuses_suspend:
+                    changed |= self._refused_apply(tj)
+                    continue
                 jobset = self._find(kinds.JOB_SET, meta["name"], meta["namespace"])
                 jobset["spec"]["suspend"] = suspended
                 self.fake.write(jobset)
                 changed = True
             changed |= self._trainjob_status(tj, jobset)
         return changed
+
+    def _refused_apply(self, tj: Obj) -> bool:
+        """Trainer's event for an apply JobSet's webhook refused (trainjob_controller.go Reconcile), once."""
+        text = (
+            'TrainJob resources reconciliation failed: admission webhook "vjobset.kb.io" denied the request: '
+            "spec.replicatedJobs: Invalid value: []v1alpha2.ReplicatedJob(nil): field is immutable"
+        )
+        if any(e["message"] == text and e["involvedObject"]["uid"] == uid_of(tj) for e in self._all(kinds.EVENT)):
+            return False
+        self.fake.record_event(tj, "TrainJobResourcesCreationFailed", text, "Warning")
+        return True
+
+    @property
+    def _removes_failed_condition(self) -> bool:
+        if self.removes_failed_condition is not None:
+            return self.removes_failed_condition
+        return bool(BY_KEY["Trainer #3779"].affects(self.trainer_version))
 
     def _trainjob_status(self, tj: Obj, jobset: Obj | None) -> bool:
         """``setSuspendedCondition``, then the JobSet's terminal conditions (module docstring)."""

@@ -263,3 +263,62 @@ class FailingGangCase(RestartCase):
 
     def failure_policy_restarts(self) -> int | None:
         return None  # no failure policy: the JobSet fails with FailedJobs at the Job's first failure
+
+
+#: How a failed JobSet goes: its own ``ttlSecondsAfterFinished``, or a user deleting it.
+BY_TTL = "ttl"
+BY_HAND = "by-hand"
+
+
+@dataclass(frozen=True)
+class FailedJobSetGoneCase(RestartCase):
+    """A gang of two pods whose pod 0 exits 1 on a runtime with no restart left (``maxRestarts: 0``): the JobSet
+    fails (``ReachedMaxRestarts``), the TrainJob with it. Then the failed JobSet goes, by its TTL (the runtime's
+    ``ttlSecondsAfterFinished``) or deleted by hand; the TrainJob must stay failed and make no JobSet again."""
+
+    deleted_by: str = BY_TTL
+    max_restarts: int = 0
+    run_seconds: int = 5
+    #: Long enough that the suite reads the failed JobSet (its uid) before the TTL removes it.
+    ttl_seconds: int = 15
+    workload: str = "failed"
+    runtime_name: str = "no-restarts-left"
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.deleted_by not in (BY_TTL, BY_HAND):
+            raise ValueError(f"deleted_by must be {BY_TTL!r} or {BY_HAND!r}, not {self.deleted_by!r}")
+        if not self.id:
+            object.__setattr__(self, "id", f"{self.deleted_by}-failed-jobset-gone-stays-gone")
+
+    def runtime(self, ctx: RenderContext) -> Manifest:
+        runtime = super().runtime(ctx)
+        if self.deleted_by == BY_TTL:
+            runtime["spec"]["template"]["spec"]["ttlSecondsAfterFinished"] = self.ttl_seconds
+        return runtime
+
+
+@dataclass(frozen=True)
+class WaitedGangCase(WholeCluster):
+    """A gang of two pods waits behind a blocker that leaves one slot too few (one queue, the whole cluster as
+    quota), so KAI marks its PodGroup unschedulable; the blocker is deleted and the gang is bound whole. Then KAI
+    must stop saying the gang is unschedulable."""
+
+    id: str = "gang-bound-after-waiting-is-no-longer-unschedulable"
+    pods: int = 2
+    workload: str = "waited"
+
+    def blocker_pods(self, layout: GpuLayout) -> int:
+        return max(1, layout.pods_that_fit(1) - self.pods + 1)
+
+    def queue(self, ctx: RenderContext) -> Manifest:
+        return case_queue(ctx, "shared", gpu_quota=ctx.layout.total, gpu_limit=UNLIMITED)
+
+    def blocker(self, ctx: RenderContext) -> Manifest:
+        return case_train_job(ctx, "blocker", self.blocker_pods(ctx.layout), 1, "shared")
+
+    def trainjob(self, ctx: RenderContext) -> Manifest:
+        return case_train_job(ctx, self.workload, self.pods, 1, "shared")
+
+    def manifests(self, ctx: RenderContext) -> list[Manifest]:
+        return [self.queue(ctx), self.blocker(ctx), self.trainjob(ctx)]
