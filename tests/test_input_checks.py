@@ -224,3 +224,51 @@ def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: P
                                               "--timeout-scale 'x' is not a number", "unknown topology 'nope'; known: "
                                               "pr-gate, release, scale-100, scale-500 (or a path to a topology YAML file)"]  # fmt: skip
     assert "--fake-nodes with a whole number" in problems[0].fix
+
+
+class DeclaringParser:
+    """Stands in for pytest's parser: every suite option's declaration (fixtures/options.py, chaos_options.py)."""
+
+    def __init__(self) -> None:
+        self.declared: dict[str, dict[str, object]] = {}
+
+    def getgroup(self, name: str) -> DeclaringParser:
+        return self
+
+    def addoption(self, *names: str, **attributes: object) -> None:
+        self.declared[names[0]] = attributes
+
+
+def declared_options() -> dict[str, dict[str, object]]:
+    from types import SimpleNamespace
+
+    from kai_conformance.fixtures import options
+
+    parser = DeclaringParser()
+    options.pytest_addoption(parser, SimpleNamespace(has_plugin=lambda name: False))  # type: ignore[arg-type]
+    return parser.declared
+
+
+def test_no_option_stops_argparse_at_its_first_wrong_value() -> None:
+    """argparse's ``choices=`` and a ``type=`` that raises stop the run at the first wrong value, alone and without
+    a fix: every option parses leniently, so preflight names each wrong value with the others."""
+    declared = declared_options()
+    assert not [name for name, attributes in declared.items() if "choices" in attributes]
+    for attributes in declared.values():
+        convert = attributes.get("type")
+        if callable(convert):
+            for text in ("", "garbage", "-1", "1e999", "nan", "\x00"):
+                convert(text)  # never raises: a wrong value is kept for preflight
+    assert declared["--cluster"]["metavar"] == "{kind,existing}"  # --help still lists the choices
+    assert declared["--install"]["metavar"] == "{auto,always,never}"
+
+
+def test_a_value_that_is_none_of_the_choices_is_named_with_the_choices_as_fix() -> None:
+    parse = input_checks.one_of("kind", "existing")
+    assert parse("kind") == "kind" and not isinstance(parse("kind"), input_checks.NotAChoice)
+    wrong = parse("Kind")
+    assert isinstance(wrong, input_checks.NotAChoice)
+    given = {"--cluster": wrong, "--install": input_checks.one_of("auto", "never")("auto")}
+    (problem,) = input_checks.choices(given.get, ["--cluster", "--install"])
+    assert problem.what == "--cluster 'Kind' is not one of its choices (kind, existing)"
+    assert problem.fix == "pass --cluster with one of: kind, existing, e.g. --cluster kind"

@@ -284,3 +284,17 @@ def test_render_mode_refuses_what_the_run_refuses_and_says_what_it_assumed(tmp_p
     output = good.stdout + good.stderr
     assert good.returncode == 0, output
     assert "KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0" in output
+
+
+def test_a_wrong_choice_is_listed_with_the_other_mistakes_in_both_modes(tmp_path: Path) -> None:
+    """``--cluster foo`` used to stop in argparse alone; now it is one problem among the others, run or render."""
+    args = ["--cluster", "foo", "--install", "x", "--kai-set", "garbage", "--chaos-budget", "xyz"]
+    for mode in ([], [f"--render-manifests={tmp_path / 'out'}"]):
+        result = run_suite([*args, *mode], tmp_path, path=str(tmp_path))
+        output = result.stdout + result.stderr
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+        assert [what.split(" ", 2)[:2] for what, _ in numbered(output)] == [
+            ["--cluster", "'foo'"], ["--install", "'x'"], ["--kai-set", "'garbage':"], ["--chaos-budget", "'xyz':"],
+        ], output  # fmt: skip  # no docker/kind problem: which cluster's prerequisites apply is not known yet
+        assert "invalid choice" not in output
+    assert not (tmp_path / "out").exists()
