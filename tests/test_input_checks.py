@@ -272,3 +272,17 @@ def test_a_value_that_is_none_of_the_choices_is_named_with_the_choices_as_fix() 
     (problem,) = input_checks.choices(given.get, ["--cluster", "--install"])
     assert problem.what == "--cluster 'Kind' is not one of its choices (kind, existing)"
     assert problem.fix == "pass --cluster with one of: kind, existing, e.g. --cluster kind"
+
+
+def test_an_empty_value_is_a_problem_not_the_default() -> None:
+    given = {"--kai-version": "", "--kai-set": ["a=1", ""], "--topology": "pr-gate", "--load-image": []}
+    problems = input_checks.empty_values(given.get, list(given))
+    assert [p.what for p in problems] == ["--kai-version '' is empty (given an empty value)",
+                                          "--kai-set '' is empty (given an empty value)"]  # fmt: skip
+    assert "drop it to take its default" in problems[0].fix
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e999"])
+def test_a_number_that_is_not_finite_is_not_a_number(text: str) -> None:
+    assert isinstance(input_checks.lenient(float)(text), input_checks.NotANumber)
+    assert input_checks.lenient(float)("2.5") == 2.5

@@ -260,8 +260,8 @@ def test_every_mistake_at_once_and_the_cgroup_v1_problem_stays_among_them(tmp_pa
     assert "INTERNALERROR" not in output and "Traceback" not in output
     whats = [what for what, fix in numbered(output) if fix]
     starts = ["kind is not on PATH", "kubectl is not on PATH", "helm is not on PATH", "the Docker engine runs cgroup v1",
-              "unknown version combination 'nope'", "--node-image 'bad image ref!!' is not an image reference",
-              "--load-image '' is empty", "--kai-chart /nonexistent: no such directory", "--kai-set 'garbage'",
+              "--load-image '' is empty", "unknown version combination 'nope'",
+              "--node-image 'bad image ref!!' is not an image reference", "--kai-chart /nonexistent: no such directory", "--kai-set 'garbage'",
               "--chaos-budget 'xyz'", f"--chaos-replay {empty}: the file is empty",
               "--report-dir /proc/forbidden cannot be written"]  # fmt: skip
     assert len(whats) == len(starts), whats
@@ -298,3 +298,18 @@ def test_a_wrong_choice_is_listed_with_the_other_mistakes_in_both_modes(tmp_path
         ], output  # fmt: skip  # no docker/kind problem: which cluster's prerequisites apply is not known yet
         assert "invalid choice" not in output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_value_is_refused_even_where_it_would_switch_render_mode_off(tmp_path: Path) -> None:
+    """``--render-manifests "$UNSET"`` must not start a real run, nor ``--kai-version ""`` test the default."""
+    result = run_suite(
+        ["--render-manifests=", "--kai-version=", "--kai-set=", "--timeout-scale", "nan"], tmp_path, path=str(tmp_path)
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    whats = [what for what, _ in numbered(output)]
+    assert [w for w in whats if " is not on PATH" not in w and "docker" not in w] == [
+        "--kai-version '' is empty (given an empty value)", "--kai-set '' is empty (given an empty value)",
+        "--render-manifests '' is empty (given an empty value)", "--timeout-scale 'nan' is not a number",
+    ], output  # fmt: skip
+    assert not (tmp_path / "r").exists()
