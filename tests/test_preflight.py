@@ -313,3 +313,24 @@ def test_an_empty_value_is_refused_even_where_it_would_switch_render_mode_off(tm
         "--render-manifests '' is empty (given an empty value)", "--timeout-scale 'nan' is not a number",
     ], output  # fmt: skip
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("option", "expression"), [("-m", "gang and"), ("-m", "(gang"), ("-k", "a or or b")])
+def test_an_expression_pytest_cannot_parse_is_a_problem(option: str, expression: str) -> None:
+    (problem,) = preflight.check_expression_syntax(option, expression)
+    assert problem.what.startswith(f"{option} {expression!r} is not a selection expression (at column ")
+    assert f'{option} "gang and not slow"' in problem.fix
+    assert preflight.check_expression_syntax(option, "gang and not (slow or serial)") == []
+    assert preflight.check_expression_syntax(option, None) == []
+
+
+def test_render_mode_names_a_broken_expression_with_the_other_mistakes(tmp_path: Path) -> None:
+    """pytest would stop on it only after collection, alone, after preflight let the run start."""
+    result = run_suite(
+        [f"--render-manifests={tmp_path / 'out'}", "-m", "gang and", "-k", "(x", "--install", "sometimes"],
+        tmp_path, path=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert [what.split(" ", 1)[0] for what, _ in numbered(output)] == ["--install", "-m", "-k"], output
+    assert "Wrong expression" not in output and not (tmp_path / "out").exists()
