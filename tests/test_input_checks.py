@@ -286,3 +286,43 @@ def test_an_empty_value_is_a_problem_not_the_default() -> None:
 def test_a_number_that_is_not_finite_is_not_a_number(text: str) -> None:
     assert isinstance(input_checks.lenient(float)(text), input_checks.NotANumber)
     assert input_checks.lenient(float)("2.5") == 2.5
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+current-context: lab
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: lab, context: {cluster: lab, user: u}}, {name: admin@lab, context: {cluster: lab, user: u}}]
+"""
+
+
+def test_a_kubeconfig_must_parse_and_hold_the_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = tmp_path / "kubeconfig"
+    good.write_text(KUBECONFIG)
+    (tmp_path / "text").write_text("hello\n")
+    (tmp_path / "broken").write_text("clusters: [\n")
+    fix = "FIX"
+    whats = [p.what for path, context in ((str(tmp_path / "text"), None), (str(tmp_path / "broken"), None),
+                                          (str(tmp_path), None), ("/nonexistent", None), (str(good), "nope"))
+             for p in input_checks.kubeconfig(path, context, fix)]  # fmt: skip
+    assert whats == [
+        f"--kubeconfig {tmp_path / 'text'} is YAML but not a mapping of keys to values",
+        f"--kubeconfig {tmp_path / 'broken'} is not valid YAML (line 2)",
+        f"--kubeconfig {tmp_path}: a directory, not a file",
+        "--kubeconfig /nonexistent: no such file",
+        f"--context 'nope' is not a context of {good}",
+    ]
+    (problem,) = input_checks.kubeconfig(str(good), "nope", fix)
+    assert problem.fix.startswith("pass --context with one of: lab, admin@lab, or drop --context")
+    assert input_checks.kubeconfig(str(good), "admin@lab", fix) == []
+    assert input_checks.kubeconfig(str(good), None, fix) == []
+    # without --kubeconfig, --context is looked up in $KUBECONFIG's files (those that exist)
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "absent"), str(good)]))
+    assert [p.what for p in input_checks.kubeconfig(None, "other", fix)] == [
+        f"--context 'other' is not a context of {good}"
+    ]
+    assert input_checks.kubeconfig(None, "lab", fix) == []
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    assert input_checks.kubeconfig(None, "other", fix) == []  # nothing to read: the run's connection probe says it

@@ -334,3 +334,18 @@ def test_render_mode_names_a_broken_expression_with_the_other_mistakes(tmp_path:
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
     assert [what.split(" ", 1)[0] for what, _ in numbered(output)] == ["--install", "-m", "-k"], output
     assert "Wrong expression" not in output and not (tmp_path / "out").exists()
+
+
+def test_render_mode_refuses_a_kubeconfig_the_run_could_not_use(tmp_path: Path) -> None:
+    """Not YAML, or without the --context: the run's connection probe would refuse it, so render mode does too."""
+    (tmp_path / "kubeconfig").write_text("just text\n")
+    result = run_suite(
+        [f"--render-manifests={tmp_path / 'out'}", "--cluster", "existing", f"--kubeconfig={tmp_path / 'kubeconfig'}"],
+        tmp_path, path=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert numbered(output) == [(
+        f"--kubeconfig {tmp_path / 'kubeconfig'} is YAML but not a mapping of keys to values",
+        "pass --kubeconfig=PATH of an existing kubeconfig file, or drop it to use $KUBECONFIG or ~/.kube/config",
+    )]  # fmt: skip
