@@ -326,3 +326,44 @@ def test_a_kubeconfig_must_parse_and_hold_the_context(tmp_path: Path, monkeypatc
     assert input_checks.kubeconfig(None, "lab", fix) == []
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     assert input_checks.kubeconfig(None, "other", fix) == []  # nothing to read: the run's connection probe says it
+
+
+def test_kwok_assets_must_be_a_directory_of_yaml_files(tmp_path: Path) -> None:
+    """clusters/kwok.py reads them after the kind cluster is made: a mistake in them is found now instead."""
+    from kai_conformance.fixtures.resolution import kwok_manifests_problems
+
+    (tmp_path / "kwok.yaml").write_text("kind: [\n")
+    (tmp_path / "stage-fast.yaml").write_text("kind: Stage\n")
+    assert [p.what for p in kwok_manifests_problems(str(tmp_path))] == [
+        f"--kwok-manifests {tmp_path / 'kwok.yaml'} is not valid YAML (line 2)"
+    ]
+    assert [p.what for p in kwok_manifests_problems(str(tmp_path / "kwok.yaml"))] == [
+        f"--kwok-manifests {tmp_path / 'kwok.yaml'} is a file, not a directory"
+    ]
+    assert [p.what for p in kwok_manifests_problems(str(tmp_path / "absent"))] == [
+        f"--kwok-manifests {tmp_path / 'absent'}: no such directory"
+    ]
+    (tmp_path / "kwok.yaml").write_text("kind: Deployment\n")
+    assert kwok_manifests_problems(str(tmp_path)) == [] and kwok_manifests_problems(None) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "ignored"),
+    [
+        ({"--cluster": "existing", "--kai-chart": "c", "--kai-set": ["a=1"]}, "--kai-chart, --kai-set choose what to "
+         "install, but this run installs nothing (--cluster existing, --install auto)"),
+        ({"--install": "never", "--jobset-manifests": "j.yaml"}, "--jobset-manifests choose what to install, but this "
+         "run installs nothing (--cluster kind, --install never)"),
+        ({"--trainer-set": ["a=1"], "--trainer-manifests": "m"}, "--trainer-set sets values of Trainer's Helm chart, "
+         "but --trainer-manifests installs manifests, no chart"),
+        ({"--cluster": "existing", "--install": "always", "--kai-chart": "c"}, None),
+        ({"--kai-chart": "c", "--trainer-set": ["a=1"]}, None),
+    ],
+)  # fmt: skip
+def test_an_option_the_run_would_ignore_is_a_problem(given: dict, ignored: str | None) -> None:
+    from kai_conformance.fixtures.resolution import ignored_options
+
+    values = {"--cluster": "kind", "--install": "auto", **given}
+    problems = ignored_options(values.get, values["--cluster"])
+    assert [p.what.split(":", 1)[0] for p in problems] == ([ignored] if ignored else [])
+    assert all(p.fix for p in problems)
