@@ -178,6 +178,7 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
             {"--chaos-replay": str(other)},
             {"--chaos-replay": str(tmp_path)},
             {"--chaos-components": "scheduler,nosuch"},
+            {"--chaos-components": ",,"},
             {"--chaos-restart-command": "'unclosed"},
             {"--chaos-restart-command": "no-such-program-x {component}"},
             {"--chaos-restart-command": "  "},
@@ -193,6 +194,7 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
         f"--chaos-replay {tmp_path}: a directory, not a file",
         "--chaos-components: unknown component(s) nosuch; known: scheduler, binder, podgrouper, queuecontroller, "
         "podgroupcontroller, jobset, trainer",
+        "--chaos-components ',,' names no component",
         '--chaos-restart-command "\'unclosed" cannot be split into words (No closing quotation)',
         "--chaos-restart-command 'no-such-program-x {component}' runs no-such-program-x, which is not on PATH and no "
         "executable file",
@@ -356,6 +358,9 @@ def test_kwok_assets_must_be_a_directory_of_yaml_files(tmp_path: Path) -> None:
          "run installs nothing (--cluster kind, --install never)"),
         ({"--trainer-set": ["a=1"], "--trainer-manifests": "m"}, "--trainer-set sets values of Trainer's Helm chart, "
          "but --trainer-manifests installs manifests, no chart"),
+        ({"--reuse-cluster": "mine", "--cluster-name": "other"}, "--reuse-cluster mine and --cluster-name other name "
+         "two kind clusters (the run would use mine)"),
+        ({"--reuse-cluster": "mine", "--cluster-name": "kai-conformance"}, None),  # the default name: not given
         ({"--cluster": "existing", "--install": "always", "--kai-chart": "c"}, None),
         ({"--kai-chart": "c", "--trainer-set": ["a=1"]}, None),
     ],
