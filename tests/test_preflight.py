@@ -349,3 +349,27 @@ def test_render_mode_refuses_a_kubeconfig_the_run_could_not_use(tmp_path: Path) 
         f"--kubeconfig {tmp_path / 'kubeconfig'} is YAML but not a mapping of keys to values",
         "pass --kubeconfig=PATH of an existing kubeconfig file, or drop it to use $KUBECONFIG or ~/.kube/config",
     )]  # fmt: skip
+
+
+def test_an_image_to_load_must_be_in_the_local_docker() -> None:
+    problems = preflight.check_load_images(["here:1", "gone:2", "gone:2"], present=lambda image: image == "here:1")
+    assert [p.what for p in problems] == [
+        "--load-image gone:2 is not in the local Docker (kind loads it from there into the nodes)"
+    ]
+    assert "docker pull gone:2" in problems[0].fix
+
+
+def test_pytest_suites_names_an_image_to_load_that_docker_does_not_have(tmp_path: Path) -> None:
+    """A docker that answers but has no such image: named before kind would make the cluster and fail to load it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text('#!/bin/sh\ncase "$*" in *CgroupVersion*) echo 2 ;; *ServerVersion*) echo 28.2.2 ;; '
+                      '*"image inspect"*here:1) echo sha256:1 ;; *) exit 1 ;; esac\n')  # fmt: skip
+    docker.chmod(0o755)
+    result = run_suite(["--load-image=here:1", "--load-image=gone:2"], tmp_path, path=str(bin_dir))
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    whats = [what for what, _ in numbered(output)]
+    assert "--load-image gone:2 is not in the local Docker (kind loads it from there into the nodes)" in whats, output
+    assert not any("here:1" in what for what in whats)
