@@ -372,3 +372,15 @@ def test_an_option_the_run_would_ignore_is_a_problem(given: dict, ignored: str |
     problems = ignored_options(values.get, values["--cluster"])
     assert [p.what.split(":", 1)[0] for p in problems] == ([ignored] if ignored else [])
     assert all(p.fix for p in problems)
+
+
+def test_a_url_without_a_host_is_no_source() -> None:
+    """helm and the downloader would fail on it once the cluster is made; a URL with a host is left to them."""
+    assert [p.what for p in input_checks.chart("--kai-chart", "https://", "deployments/kai-scheduler")] == [
+        "--kai-chart https:// is a URL without a host"
+    ]
+    assert [p.what for p in input_checks.manifests("--jobset-manifests", "http:///x.yaml", urls=True)] == [
+        "--jobset-manifests http:///x.yaml is a URL without a host"
+    ]
+    assert input_checks.chart("--kai-chart", "https://example.org/kai.tgz", "d") == []
+    assert input_checks.manifests("--jobset-manifests", "https://example.org/j.yaml", urls=True) == []
