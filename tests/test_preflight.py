@@ -375,3 +375,16 @@ def test_pytest_suites_names_an_image_to_load_that_docker_does_not_have(tmp_path
     whats = [what for what, _ in numbered(output)]
     assert "--load-image gone:2 is not in the local Docker (kind loads it from there into the nodes)" in whats, output
     assert not any("here:1" in what for what in whats)
+
+
+def test_a_suite_file_that_does_not_exist_is_named_with_the_other_mistakes(tmp_path: Path) -> None:
+    (problem,) = preflight.check_paths(["suites", "suites/nope.py::case", "suites/test_gang.py::x"], REPO)
+    assert problem.what == "suites/nope.py::case: no such file or directory"
+    assert "suites/test_gang.py" in problem.fix
+    result = run_suite([f"--render-manifests={tmp_path / 'out'}", "suites/nope.py", "--install", "x"], tmp_path,
+                       path=str(tmp_path))  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert [what for what, _ in numbered(output)] == [
+        "--install 'x' is not one of its choices (auto, always, never)", "suites/nope.py: no such file or directory",
+    ], output  # fmt: skip
