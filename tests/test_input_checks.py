@@ -168,6 +168,8 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
     empty.write_text("\n")
     other = tmp_path / "other.yaml"
     other.write_text("format: something-else\n")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\x7fELF\xe0\x80\x00")
     whats = [
         p.what
         for given in (
@@ -177,6 +179,7 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
             {"--chaos-replay": str(empty)},
             {"--chaos-replay": str(other)},
             {"--chaos-replay": str(tmp_path)},
+            {"--chaos-replay": str(binary)},
             {"--chaos-components": "scheduler,nosuch"},
             {"--chaos-components": ",,"},
             {"--chaos-restart-command": "'unclosed"},
@@ -192,6 +195,7 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
         f"--chaos-replay {empty}: the file is empty",
         f"--chaos-replay {other}: not a chaos reproducer (format 'something-else', expected kai-conformance/chaos-reproducer/v1)",
         f"--chaos-replay {tmp_path}: a directory, not a file",
+        f"--chaos-replay {binary}: not a text file (a reproducer is YAML)",
         "--chaos-components: unknown component(s) nosuch; known: scheduler, binder, podgrouper, queuecontroller, "
         "podgroupcontroller, jobset, trainer",
         "--chaos-components ',,' names no component",
