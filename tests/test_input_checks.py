@@ -388,3 +388,21 @@ def test_a_url_without_a_host_is_no_source() -> None:
     ]
     assert input_checks.chart("--kai-chart", "https://example.org/kai.tgz", "d") == []
     assert input_checks.manifests("--jobset-manifests", "https://example.org/j.yaml", urls=True) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "tag"),
+    [("kai", "0.17.0", "v0.17.0"), ("kai", "V0.16.8", "v0.16.8"), ("trainer", "2.3", "v2.3.0"),
+     ("jobset", "v0.12", "v0.12.0"), ("kai", "9", "v0.17.0")],
+)  # fmt: skip
+def test_a_version_not_spelled_as_a_release_tag_names_the_tag(name: str, value: str, tag: str) -> None:
+    """Taken for a build, it used to be "not a supported combination" or "a build, not a release"."""
+    from kai_conformance.fixtures.resolution import misspelled_versions
+
+    given: dict[str, str | None] = {"kai": None, "trainer": None, "jobset": None, name: value}
+    (problem,) = misspelled_versions(given)
+    assert problem.what == f"--{name}-version {value} is not spelled as a release tag (vMAJOR.MINOR.PATCH)"
+    assert problem.fix.startswith(f"pass --{name}-version {tag} (known: ")
+    assert given[name] is None  # the rest resolves without it
+    for sound in ("v0.17.0", "v0.18.1", "main", "v2.4.0-rc.1", None):
+        assert misspelled_versions({"kai": sound}) == []
