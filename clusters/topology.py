@@ -153,6 +153,9 @@ def available_topologies(directory: Path = TOPOLOGIES_DIR) -> list[str]:
 def load_topology(name_or_path: str, directory: Path = TOPOLOGIES_DIR) -> Topology:
     """A topology by name (a file in ``clusters/topologies``) or by path to a YAML file."""
     path = Path(name_or_path)
+    if path.suffix and not path.is_file():  # a path, not a name
+        why = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise UsageError(f"--topology {name_or_path}: the topology file {why}")
     if not path.suffix:
         path = directory / f"{name_or_path}.yaml"
     if not path.is_file():

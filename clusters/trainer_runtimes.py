@@ -76,7 +76,26 @@ def load(source: str, fetch: Fetch, timeout: float = FETCH_TIMEOUT) -> Loaded:
             f"no {KIND} in {source} ({OPTION})\nfix: pass {OPTION} with Trainer's {RUNTIMES_PATH} (its "
             "kustomization.yaml lists the runtime files)"
         )
+    for rel, obj in found:
+        missing = _missing_field(obj)
+        if missing:
+            raise RuntimesUnavailable(f"{rel} in {source} is a {KIND} without {missing} ({OPTION})")
     return found
+
+
+def _missing_field(obj: dict[str, Any]) -> str | None:
+    """The first field the runtimes area reads that ``obj`` lacks (suites/support/shipped_runtimes.py), or None."""
+    if not isinstance((obj.get("metadata") or {}).get("name"), str):
+        return "metadata.name"
+    jobs = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs")
+    if not isinstance(jobs, list) or not jobs:
+        return "spec.template.spec.replicatedJobs"
+    for job in jobs:
+        if not isinstance(job, dict) or not isinstance(job.get("name"), str):
+            return "a name in each of spec.template.spec.replicatedJobs"
+        if not isinstance((job.get("template") or {}).get("spec"), dict):
+            return f"replicatedJobs[{job['name']}].template.spec"
+    return None
 
 
 class _Tree:

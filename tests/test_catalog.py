@@ -182,3 +182,11 @@ def test_a_newer_kubernetes_minor_assumes_the_newest_supported_one() -> None:
     assert CATALOG.kubernetes_assumed_from("1.99", combo) == newest
     assert CATALOG.kubernetes_assumed_from(newest, combo) is None
     assert CATALOG.node_image("1.99") is None
+
+
+def test_a_topology_path_that_is_no_file_says_so(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--topology .*absent\.yaml: the topology file does not exist"):
+        load_topology(str(tmp_path / "absent.yaml"))
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(UsageError, match=r"--topology .*dir\.yaml: the topology file is a directory, not a file"):
+        load_topology(str(tmp_path / "dir.yaml"))

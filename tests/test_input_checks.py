@@ -168,6 +168,8 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
     empty.write_text("\n")
     other = tmp_path / "other.yaml"
     other.write_text("format: something-else\n")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\x7fELF\xe0\x80\x00")
     whats = [
         p.what
         for given in (
@@ -177,7 +179,9 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
             {"--chaos-replay": str(empty)},
             {"--chaos-replay": str(other)},
             {"--chaos-replay": str(tmp_path)},
+            {"--chaos-replay": str(binary)},
             {"--chaos-components": "scheduler,nosuch"},
+            {"--chaos-components": ",,"},
             {"--chaos-restart-command": "'unclosed"},
             {"--chaos-restart-command": "no-such-program-x {component}"},
             {"--chaos-restart-command": "  "},
@@ -191,8 +195,10 @@ def test_chaos_options_are_checked_whether_or_not_the_area_runs(tmp_path: Path) 
         f"--chaos-replay {empty}: the file is empty",
         f"--chaos-replay {other}: not a chaos reproducer (format 'something-else', expected kai-conformance/chaos-reproducer/v1)",
         f"--chaos-replay {tmp_path}: a directory, not a file",
+        f"--chaos-replay {binary}: not a text file (a reproducer is YAML)",
         "--chaos-components: unknown component(s) nosuch; known: scheduler, binder, podgrouper, queuecontroller, "
         "podgroupcontroller, jobset, trainer",
+        "--chaos-components ',,' names no component",
         '--chaos-restart-command "\'unclosed" cannot be split into words (No closing quotation)',
         "--chaos-restart-command 'no-such-program-x {component}' runs no-such-program-x, which is not on PATH and no "
         "executable file",
@@ -224,3 +230,179 @@ def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: P
                                               "--timeout-scale 'x' is not a number", "unknown topology 'nope'; known: "
                                               "pr-gate, release, scale-100, scale-500 (or a path to a topology YAML file)"]  # fmt: skip
     assert "--fake-nodes with a whole number" in problems[0].fix
+
+
+class DeclaringParser:
+    """Stands in for pytest's parser: every suite option's declaration (fixtures/options.py, chaos_options.py)."""
+
+    def __init__(self) -> None:
+        self.declared: dict[str, dict[str, object]] = {}
+
+    def getgroup(self, name: str) -> DeclaringParser:
+        return self
+
+    def addoption(self, *names: str, **attributes: object) -> None:
+        self.declared[names[0]] = attributes
+
+
+def declared_options() -> dict[str, dict[str, object]]:
+    from types import SimpleNamespace
+
+    from kai_conformance.fixtures import options
+
+    parser = DeclaringParser()
+    options.pytest_addoption(parser, SimpleNamespace(has_plugin=lambda name: False))  # type: ignore[arg-type]
+    return parser.declared
+
+
+def test_no_option_stops_argparse_at_its_first_wrong_value() -> None:
+    """argparse's ``choices=`` and a ``type=`` that raises stop the run at the first wrong value, alone and without
+    a fix: every option parses leniently, so preflight names each wrong value with the others."""
+    declared = declared_options()
+    assert not [name for name, attributes in declared.items() if "choices" in attributes]
+    for attributes in declared.values():
+        convert = attributes.get("type")
+        if callable(convert):
+            for text in ("", "garbage", "-1", "1e999", "nan", "\x00"):
+                convert(text)  # never raises: a wrong value is kept for preflight
+    assert declared["--cluster"]["metavar"] == "{kind,existing}"  # --help still lists the choices
+    assert declared["--install"]["metavar"] == "{auto,always,never}"
+
+
+def test_a_value_that_is_none_of_the_choices_is_named_with_the_choices_as_fix() -> None:
+    parse = input_checks.one_of("kind", "existing")
+    assert parse("kind") == "kind" and not isinstance(parse("kind"), input_checks.NotAChoice)
+    wrong = parse("Kind")
+    assert isinstance(wrong, input_checks.NotAChoice)
+    given = {"--cluster": wrong, "--install": input_checks.one_of("auto", "never")("auto")}
+    (problem,) = input_checks.choices(given.get, ["--cluster", "--install"])
+    assert problem.what == "--cluster 'Kind' is not one of its choices (kind, existing)"
+    assert problem.fix == "pass --cluster with one of: kind, existing, e.g. --cluster kind"
+
+
+def test_an_empty_value_is_a_problem_not_the_default() -> None:
+    given = {"--kai-version": "", "--kai-set": ["a=1", ""], "--topology": "pr-gate", "--load-image": []}
+    problems = input_checks.empty_values(given.get, list(given))
+    assert [p.what for p in problems] == ["--kai-version '' is empty (given an empty value)",
+                                          "--kai-set '' is empty (given an empty value)"]  # fmt: skip
+    assert "drop it to take its default" in problems[0].fix
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e999"])
+def test_a_number_that_is_not_finite_is_not_a_number(text: str) -> None:
+    assert isinstance(input_checks.lenient(float)(text), input_checks.NotANumber)
+    assert input_checks.lenient(float)("2.5") == 2.5
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+current-context: lab
+clusters: [{name: lab, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: lab, context: {cluster: lab, user: u}}, {name: admin@lab, context: {cluster: lab, user: u}}]
+"""
+
+
+def test_a_kubeconfig_must_parse_and_hold_the_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = tmp_path / "kubeconfig"
+    good.write_text(KUBECONFIG)
+    (tmp_path / "text").write_text("hello\n")
+    (tmp_path / "broken").write_text("clusters: [\n")
+    fix = "FIX"
+    whats = [p.what for path, context in ((str(tmp_path / "text"), None), (str(tmp_path / "broken"), None),
+                                          (str(tmp_path), None), ("/nonexistent", None), (str(good), "nope"))
+             for p in input_checks.kubeconfig(path, context, fix)]  # fmt: skip
+    assert whats == [
+        f"--kubeconfig {tmp_path / 'text'} is YAML but not a mapping of keys to values",
+        f"--kubeconfig {tmp_path / 'broken'} is not valid YAML (line 2)",
+        f"--kubeconfig {tmp_path}: a directory, not a file",
+        "--kubeconfig /nonexistent: no such file",
+        f"--context 'nope' is not a context of {good}",
+    ]
+    (problem,) = input_checks.kubeconfig(str(good), "nope", fix)
+    assert problem.fix.startswith("pass --context with one of: lab, admin@lab, or drop --context")
+    assert input_checks.kubeconfig(str(good), "admin@lab", fix) == []
+    assert input_checks.kubeconfig(str(good), None, fix) == []
+    # without --kubeconfig, --context is looked up in $KUBECONFIG's files (those that exist)
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "absent"), str(good)]))
+    assert [p.what for p in input_checks.kubeconfig(None, "other", fix)] == [
+        f"--context 'other' is not a context of {good}"
+    ]
+    assert input_checks.kubeconfig(None, "lab", fix) == []
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    assert input_checks.kubeconfig(None, "other", fix) == []  # nothing to read: the run's connection probe says it
+
+
+def test_kwok_assets_must_be_a_directory_of_yaml_files(tmp_path: Path) -> None:
+    """clusters/kwok.py reads them after the kind cluster is made: a mistake in them is found now instead."""
+    from kai_conformance.fixtures.resolution import kwok_manifests_problems
+
+    (tmp_path / "kwok.yaml").write_text("kind: [\n")
+    (tmp_path / "stage-fast.yaml").write_text("kind: Stage\n")
+    assert [p.what for p in kwok_manifests_problems(str(tmp_path))] == [
+        f"--kwok-manifests {tmp_path / 'kwok.yaml'} is not valid YAML (line 2)"
+    ]
+    assert [p.what for p in kwok_manifests_problems(str(tmp_path / "kwok.yaml"))] == [
+        f"--kwok-manifests {tmp_path / 'kwok.yaml'} is a file, not a directory"
+    ]
+    assert [p.what for p in kwok_manifests_problems(str(tmp_path / "absent"))] == [
+        f"--kwok-manifests {tmp_path / 'absent'}: no such directory"
+    ]
+    (tmp_path / "kwok.yaml").write_text("kind: Deployment\n")
+    assert kwok_manifests_problems(str(tmp_path)) == [] and kwok_manifests_problems(None) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "ignored"),
+    [
+        ({"--cluster": "existing", "--kai-chart": "c", "--kai-set": ["a=1"]}, "--kai-chart, --kai-set choose what to "
+         "install, but this run installs nothing (--cluster existing, --install auto)"),
+        ({"--install": "never", "--jobset-manifests": "j.yaml"}, "--jobset-manifests choose what to install, but this "
+         "run installs nothing (--cluster kind, --install never)"),
+        ({"--trainer-set": ["a=1"], "--trainer-manifests": "m"}, "--trainer-set sets values of Trainer's Helm chart, "
+         "but --trainer-manifests installs manifests, no chart"),
+        ({"--reuse-cluster": "mine", "--cluster-name": "other"}, "--reuse-cluster mine and --cluster-name other name "
+         "two kind clusters (the run would use mine)"),
+        ({"--reuse-cluster": "mine", "--cluster-name": "kai-conformance"}, None),  # the default name: not given
+        ({"--cluster": "existing", "--install": "always", "--kai-chart": "c"}, None),
+        ({"--kai-chart": "c", "--trainer-set": ["a=1"]}, None),
+    ],
+)  # fmt: skip
+def test_an_option_the_run_would_ignore_is_a_problem(given: dict, ignored: str | None) -> None:
+    from kai_conformance.fixtures.resolution import ignored_options
+
+    values = {"--cluster": "kind", "--install": "auto", **given}
+    problems = ignored_options(values.get, values["--cluster"])
+    assert [p.what.split(":", 1)[0] for p in problems] == ([ignored] if ignored else [])
+    assert all(p.fix for p in problems)
+
+
+def test_a_url_without_a_host_is_no_source() -> None:
+    """helm and the downloader would fail on it once the cluster is made; a URL with a host is left to them."""
+    assert [p.what for p in input_checks.chart("--kai-chart", "https://", "deployments/kai-scheduler")] == [
+        "--kai-chart https:// is a URL without a host"
+    ]
+    assert [p.what for p in input_checks.manifests("--jobset-manifests", "http:///x.yaml", urls=True)] == [
+        "--jobset-manifests http:///x.yaml is a URL without a host"
+    ]
+    assert input_checks.chart("--kai-chart", "https://example.org/kai.tgz", "d") == []
+    assert input_checks.manifests("--jobset-manifests", "https://example.org/j.yaml", urls=True) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "tag"),
+    [("kai", "0.17.0", "v0.17.0"), ("kai", "V0.16.8", "v0.16.8"), ("trainer", "2.3", "v2.3.0"),
+     ("jobset", "v0.12", "v0.12.0"), ("kai", "9", "v0.17.0")],
+)  # fmt: skip
+def test_a_version_not_spelled_as_a_release_tag_names_the_tag(name: str, value: str, tag: str) -> None:
+    """Taken for a build, it used to be "not a supported combination" or "a build, not a release"."""
+    from kai_conformance.fixtures.resolution import misspelled_versions
+
+    given: dict[str, str | None] = {"kai": None, "trainer": None, "jobset": None, name: value}
+    (problem,) = misspelled_versions(given)
+    assert problem.what == f"--{name}-version {value} is not spelled as a release tag (vMAJOR.MINOR.PATCH)"
+    assert problem.fix.startswith(f"pass --{name}-version {tag} (known: ")
+    assert given[name] is None  # the rest resolves without it
+    for sound in ("v0.17.0", "v0.18.1", "main", "v2.4.0-rc.1", None):
+        assert misspelled_versions({"kai": sound}) == []

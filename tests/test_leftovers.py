@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
 from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.session import find_leftovers, kept_namespaces
@@ -91,3 +96,62 @@ def test_the_end_of_run_budget_grows_with_what_the_runs_namespaces_still_hold(fa
         for index in range(10):
             fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{index}", "namespace": namespace}})
     assert end_budget(fake, "run-1", TimeoutPolicy()) == 120 + 10 / REMOVAL_RATE  # the kept namespace stays
+
+
+def end_of_run(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, exitstatus: int) -> tuple[SimpleNamespace, list]:
+    """The end-of-run hook of a started run on ``fake``'s cluster (no real cluster, no budget to wait out)."""
+    from kai_conformance.fixtures import cleanup, progress, session
+    from kai_conformance.fixtures.options import SETTINGS_KEY
+
+    config = SimpleNamespace(stash=pytest.Stash())
+    config.stash[SETTINGS_KEY] = SimpleNamespace(timeouts=None)  # type: ignore[assignment]
+    monkeypatch.setattr(session, "_ran_cases", lambda config: True)
+    monkeypatch.setattr(session, "run_context", lambda config: SimpleNamespace(run_id="run-1", state_dir=Path("s")))
+    monkeypatch.setattr(session.ClusterState, "load", lambda state_dir: SimpleNamespace(kubeconfig="k", context="c"))
+    monkeypatch.setattr(session, "ClusterKube", lambda kubeconfig, context: fake)
+    monkeypatch.setattr(session, "end_budget", lambda kube, run_id, timeouts: 0.05)
+    monkeypatch.setattr(cleanup, "finish_interrupted", lambda kube, run_id, timeouts: None)
+    said: list[str] = []
+    progress.set_sink(said.append)
+    try:
+        finished = SimpleNamespace(config=config, exitstatus=exitstatus)
+        session.pytest_sessionfinish(finished)  # type: ignore[arg-type]
+    finally:
+        progress.set_sink(None)
+    return finished, said
+
+
+@pytest.mark.parametrize(
+    ("exitstatus", "leftover", "expected"),
+    [
+        (pytest.ExitCode.OK, True, pytest.ExitCode.TESTS_FAILED),  # a green run that left objects is not green
+        (pytest.ExitCode.OK, False, pytest.ExitCode.OK),
+        (pytest.ExitCode.TESTS_FAILED, True, pytest.ExitCode.TESTS_FAILED),
+        (pytest.ExitCode.INTERRUPTED, True, pytest.ExitCode.INTERRUPTED),  # how it ended stays what it says
+    ],
+)
+def test_a_leftover_fails_a_run_that_would_otherwise_pass(
+    fake: FakeKube, monkeypatch: pytest.MonkeyPatch, exitstatus: int, leftover: bool, expected: int
+) -> None:
+    from kai_conformance.fixtures.session import LEFTOVERS_KEY
+
+    fake.put(case_object("Namespace", "kc-kept", **{"kai-conformance/kept": "true"}))  # kept: never a leftover
+    if leftover:
+        fake.put(case_object("Queue", "kc-q"))
+    finished, said = end_of_run(fake, monkeypatch, exitstatus)
+    assert finished.exitstatus == expected
+    assert said == (["this run left objects behind: Queue kc-q"] if leftover else [])
+    assert finished.config.stash[LEFTOVERS_KEY] == [
+        *([("left behind", "Queue kc-q")] if leftover else []), ("kept for inspection", "kc-kept"),
+    ]  # fmt: skip
+
+
+def test_a_cluster_that_cannot_be_checked_fails_a_passing_run_too(
+    fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not knowing whether the run cleaned up is no green: the run names why it could not check."""
+    fake.fail("list", 0, message="connection refused", times=1000)
+    finished, said = end_of_run(fake, monkeypatch, pytest.ExitCode.OK)
+    assert finished.exitstatus == pytest.ExitCode.TESTS_FAILED
+    assert len(said) == 1 and said[0].startswith("this run left objects behind: could not check for leftovers: ")
+    assert "connection refused" in said[0]

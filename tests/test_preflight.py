@@ -81,6 +81,8 @@ def test_problems_are_numbered_with_their_fixes() -> None:
         "  2. b broke",
         "     fix: do y",
     ]
+    # read by kai-conformance users too, who have no `pytest suites`: the footer names the option, not a program
+    assert "pytest suites" not in text.splitlines()[-1] and "--render-manifests=DIR" in text.splitlines()[-1]
 
 
 def test_marker_names_skip_the_operators_of_the_expression() -> None:
@@ -260,8 +262,8 @@ def test_every_mistake_at_once_and_the_cgroup_v1_problem_stays_among_them(tmp_pa
     assert "INTERNALERROR" not in output and "Traceback" not in output
     whats = [what for what, fix in numbered(output) if fix]
     starts = ["kind is not on PATH", "kubectl is not on PATH", "helm is not on PATH", "the Docker engine runs cgroup v1",
-              "unknown version combination 'nope'", "--node-image 'bad image ref!!' is not an image reference",
-              "--load-image '' is empty", "--kai-chart /nonexistent: no such directory", "--kai-set 'garbage'",
+              "--load-image '' is empty", "unknown version combination 'nope'",
+              "--node-image 'bad image ref!!' is not an image reference", "--kai-chart /nonexistent: no such directory", "--kai-set 'garbage'",
               "--chaos-budget 'xyz'", f"--chaos-replay {empty}: the file is empty",
               "--report-dir /proc/forbidden cannot be written"]  # fmt: skip
     assert len(whats) == len(starts), whats
@@ -284,3 +286,105 @@ def test_render_mode_refuses_what_the_run_refuses_and_says_what_it_assumed(tmp_p
     output = good.stdout + good.stderr
     assert good.returncode == 0, output
     assert "KAI v0.18.1 is not in the expectation tables: expectations assumed from v0.17.0" in output
+
+
+def test_a_wrong_choice_is_listed_with_the_other_mistakes_in_both_modes(tmp_path: Path) -> None:
+    """``--cluster foo`` used to stop in argparse alone; now it is one problem among the others, run or render."""
+    args = ["--cluster", "foo", "--install", "x", "--kai-set", "garbage", "--chaos-budget", "xyz"]
+    for mode in ([], [f"--render-manifests={tmp_path / 'out'}"]):
+        result = run_suite([*args, *mode], tmp_path, path=str(tmp_path))
+        output = result.stdout + result.stderr
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+        assert [what.split(" ", 2)[:2] for what, _ in numbered(output)] == [
+            ["--cluster", "'foo'"], ["--install", "'x'"], ["--kai-set", "'garbage':"], ["--chaos-budget", "'xyz':"],
+        ], output  # fmt: skip  # no docker/kind problem: which cluster's prerequisites apply is not known yet
+        assert "invalid choice" not in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_value_is_refused_even_where_it_would_switch_render_mode_off(tmp_path: Path) -> None:
+    """``--render-manifests "$UNSET"`` must not start a real run, nor ``--kai-version ""`` test the default."""
+    result = run_suite(
+        ["--render-manifests=", "--kai-version=", "--kai-set=", "--timeout-scale", "nan"], tmp_path, path=str(tmp_path)
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    whats = [what for what, _ in numbered(output)]
+    assert [w for w in whats if " is not on PATH" not in w and "docker" not in w] == [
+        "--kai-version '' is empty (given an empty value)", "--kai-set '' is empty (given an empty value)",
+        "--render-manifests '' is empty (given an empty value)", "--timeout-scale 'nan' is not a number",
+    ], output  # fmt: skip
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("option", "expression"), [("-m", "gang and"), ("-m", "(gang"), ("-k", "a or or b")])
+def test_an_expression_pytest_cannot_parse_is_a_problem(option: str, expression: str) -> None:
+    (problem,) = preflight.check_expression_syntax(option, expression)
+    assert problem.what.startswith(f"{option} {expression!r} is not a selection expression (at column ")
+    assert f'{option} "gang and not slow"' in problem.fix
+    assert preflight.check_expression_syntax(option, "gang and not (slow or serial)") == []
+    assert preflight.check_expression_syntax(option, None) == []
+
+
+def test_render_mode_names_a_broken_expression_with_the_other_mistakes(tmp_path: Path) -> None:
+    """pytest would stop on it only after collection, alone, after preflight let the run start."""
+    result = run_suite(
+        [f"--render-manifests={tmp_path / 'out'}", "-m", "gang and", "-k", "(x", "--install", "sometimes"],
+        tmp_path, path=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert [what.split(" ", 1)[0] for what, _ in numbered(output)] == ["--install", "-m", "-k"], output
+    assert "Wrong expression" not in output and not (tmp_path / "out").exists()
+
+
+def test_render_mode_refuses_a_kubeconfig_the_run_could_not_use(tmp_path: Path) -> None:
+    """Not YAML, or without the --context: the run's connection probe would refuse it, so render mode does too."""
+    (tmp_path / "kubeconfig").write_text("just text\n")
+    result = run_suite(
+        [f"--render-manifests={tmp_path / 'out'}", "--cluster", "existing", f"--kubeconfig={tmp_path / 'kubeconfig'}"],
+        tmp_path, path=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert numbered(output) == [(
+        f"--kubeconfig {tmp_path / 'kubeconfig'} is YAML but not a mapping of keys to values",
+        "pass --kubeconfig=PATH of an existing kubeconfig file, or drop it to use $KUBECONFIG or ~/.kube/config",
+    )]  # fmt: skip
+
+
+def test_an_image_to_load_must_be_in_the_local_docker() -> None:
+    problems = preflight.check_load_images(["here:1", "gone:2", "gone:2"], present=lambda image: image == "here:1")
+    assert [p.what for p in problems] == [
+        "--load-image gone:2 is not in the local Docker (kind loads it from there into the nodes)"
+    ]
+    assert "docker pull gone:2" in problems[0].fix
+
+
+def test_pytest_suites_names_an_image_to_load_that_docker_does_not_have(tmp_path: Path) -> None:
+    """A docker that answers but has no such image: named before kind would make the cluster and fail to load it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text('#!/bin/sh\ncase "$*" in *CgroupVersion*) echo 2 ;; *ServerVersion*) echo 28.2.2 ;; '
+                      '*"image inspect"*here:1) echo sha256:1 ;; *) exit 1 ;; esac\n')  # fmt: skip
+    docker.chmod(0o755)
+    result = run_suite(["--load-image=here:1", "--load-image=gone:2"], tmp_path, path=str(bin_dir))
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    whats = [what for what, _ in numbered(output)]
+    assert "--load-image gone:2 is not in the local Docker (kind loads it from there into the nodes)" in whats, output
+    assert not any("here:1" in what for what in whats)
+
+
+def test_a_suite_file_that_does_not_exist_is_named_with_the_other_mistakes(tmp_path: Path) -> None:
+    (problem,) = preflight.check_paths(["suites", "suites/nope.py::case", "suites/test_gang.py::x"], REPO)
+    assert problem.what == "suites/nope.py::case: no such file or directory"
+    assert "suites/test_gang.py" in problem.fix
+    result = run_suite([f"--render-manifests={tmp_path / 'out'}", "suites/nope.py", "--install", "x"], tmp_path,
+                       path=str(tmp_path))  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert [what for what, _ in numbered(output)] == [
+        "--install 'x' is not one of its choices (auto, always, never)", "suites/nope.py: no such file or directory",
+    ], output  # fmt: skip

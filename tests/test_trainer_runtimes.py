@@ -217,3 +217,50 @@ def test_unreadable_runtimes_fail_the_case_with_their_message_alone(tmp_path: Pa
         "kai_conformance.clusters.trainer_runtimes.RuntimesUnavailable: cannot read Trainer's shipped runtimes from X "
         "(--trainer-runtimes): down\nfix: Y"
     )
+
+
+@pytest.mark.parametrize(
+    ("files", "what"),
+    [
+        ({"kustomization.yaml": "resources: [gone.yaml]\n"}, "kustomization.yaml of manifests/base/runtimes/ lists "
+         "gone.yaml, which is missing"),
+        ({"a.yaml": "x: 1\n"}, "no ClusterTrainingRuntime in {root}"),
+        ({"a.yaml": "kind: ClusterTrainingRuntime\n"}, "a.yaml in {root} is a ClusterTrainingRuntime without "
+         "metadata.name"),
+        ({"a.yaml": RUNTIME.format(name="x").replace("replicatedJobs:", "replicatedJobz:")}, "a.yaml in {root} is a "
+         "ClusterTrainingRuntime without spec.template.spec.replicatedJobs"),
+        ({"a.yaml": "kind: [\n"}, "a.yaml of Trainer's runtimes is not valid YAML"),
+    ],
+)  # fmt: skip
+def test_a_runtimes_directory_the_area_cannot_read_is_a_preflight_problem(
+    tmp_path: Path, files: dict[str, str], what: str
+) -> None:
+    """Found before anything is created (render mode too), not when the area's first case runs, nor as a traceback."""
+    from kai_conformance.fixtures.resolution import runtimes_problems
+
+    root = write_tree(tmp_path, files)
+    (problem,) = runtimes_problems(str(root))
+    assert problem.what.startswith(f"--trainer-runtimes {root}: " + what.format(root=root)), problem.what
+    assert "--trainer-runtimes" in problem.fix
+    assert runtimes_problems(str(write_tree(tmp_path / "good", {"a.yaml": RUNTIME.format(name="a")}))) == []
+    (root / "file").write_text("")
+    assert [p.what for p in runtimes_problems(str(root / "file"))] == [
+        f"--trainer-runtimes {root / 'file'} is a file, not a directory"
+    ]
+    assert runtimes_problems("https://") and not runtimes_problems("https://example.org/r/")
+
+
+def test_render_mode_names_runtimes_it_cannot_download_once_and_writes_nothing(tmp_path: Path) -> None:
+    from tests.test_preflight import run_suite as run_suites
+
+    out = tmp_path / "out"
+    result = run_suites(
+        [f"--render-manifests={out}", "--trainer-runtimes=http://127.0.0.1:9/runtimes/", "suites/test_runtimes.py"],
+        tmp_path, path=str(tmp_path),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 4, output
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert "cannot read Trainer's shipped runtimes from http://127.0.0.1:9/runtimes/" in output
+    assert "fix: check network access, or pass --trainer-runtimes=DIR" in output
+    assert not out.exists()
