@@ -16,8 +16,8 @@ from pathlib import Path
 
 from kai_conformance.clusters.gpus import discover_gpus
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 
 OPT_IN_NAMESPACE = "kube-system"
 OPT_IN_LABEL = "kai-conformance/allow-disruptive"

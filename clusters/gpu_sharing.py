@@ -23,8 +23,8 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import POLL_INTERVAL
 

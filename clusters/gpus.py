@@ -13,8 +13,8 @@ from typing import Any
 
 from kai_conformance.clusters.layout import GPU_RESOURCE, describe_gpus
 from kai_conformance.clusters.topology import WORKER_INDEX_LABEL, Topology
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 CAPACITY_PATH = "/status/capacity/" + GPU_RESOURCE.replace("~", "~0").replace("/", "~1")

@@ -30,8 +30,8 @@ from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.readiness import wait_deployments
 from kai_conformance.clusters.layout import GPU_RESOURCE
 from kai_conformance.clusters.topology import FakeNodes, Topology, fake_node_name
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.ownership import owned_selector, stamp
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from kai_conformance.clusters import kwok_stages
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, pod_spec
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import Observation, Probe, TimeoutPolicy, eventually
 

@@ -65,7 +65,7 @@ from kai_conformance.clusters.suite_stack import (
     RUN_SECONDS_ENV,
     STAGGER_ENV,
 )
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 
 #: Stages of the release's stage-fast.yaml the suite applies as they are (kwok v0.8.0 kustomize/stage/fast).
 KEPT_RELEASE_STAGES = ("node-initialize", "node-heartbeat-with-lease", "pod-ready")

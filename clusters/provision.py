@@ -32,9 +32,9 @@ from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
 from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.slices import install_slices
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import errors, kinds, progress
+from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.cleanup import removal_command
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.kube import KubeApi, kinds
 
 if TYPE_CHECKING:
     from kai_conformance.fixtures.run import RunContext
@@ -46,7 +46,7 @@ RELEASED_FILE = "cluster.released"
 
 
 def _cluster_kube(kubeconfig: str, context: str | None) -> KubeApi:
-    from kai_conformance.fixtures.kube_http import ClusterKube
+    from kai_conformance.fixtures.kube.http import ClusterKube
 
     return ClusterKube(kubeconfig, context)
 

@@ -35,8 +35,8 @@ from kai_conformance.clusters.install.suite import apply_stack_objects
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
 from kai_conformance.clusters.topology import NODE_POOL_LABEL
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 
 #: The scheduler name KAI's Config defaults to (``global.schedulerName``); the shard's Deployment is named after it.

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_conformance.clusters.topology import NODE_POOL_LABEL
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 
 KAI_SCHEDULER_NAME = "kai-scheduler"
 RUNTIME = "kai-conformance-torch"

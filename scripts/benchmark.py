@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO_ROOT))
 from kai_conformance.clusters.gpus import ensure_gpus, fake_gpus
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
 from kai_conformance.clusters.topology import load_topology, with_slices
-from kai_conformance.fixtures import cleanup, kinds, waits
+from kai_conformance.fixtures import cleanup, waits
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.scheduling import CaseGate, gpu_lease
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace

@@ -38,8 +38,7 @@ from kai_conformance.clusters.install.common import LABELS, NOT_INSTALLED_FIX
 from kai_conformance.clusters.install.crds import check_crds
 from kai_conformance.clusters.install.evidence import find_deployments
 from kai_conformance.clusters.install.readiness import webhook_answer
-from kai_conformance.fixtures import kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace

@@ -99,7 +99,7 @@ def sharing(kube: KubeApi, cluster: ClusterState, record: CaseRecorder) -> Itera
     """Whether the stack shares GPUs, read as the sharing area reads it. On kind with sharing on, the suite answers
     the binder's reservation pods for its fake GPUs until the case ends: on a client and a thread of its own, so a
     restart of the binder leaves it running, and the restarted binder finds its reservation pods answered."""
-    from kai_conformance.fixtures.kube_http import ClusterKube
+    from kai_conformance.fixtures.kube.http import ClusterKube
 
     support = read_sharing_support(kube)
     client = functools.partial(ClusterKube, cluster.kubeconfig, cluster.context)

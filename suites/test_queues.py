@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace

@@ -47,8 +47,8 @@ import time
 
 import pytest
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
@@ -103,7 +103,7 @@ def shipped_runtime(case: RuntimeCase, ctx: RenderContext) -> ShippedRuntime:
 
 
 #: The claims a runtime's ``volumeClaimPolicies`` make (JobSet names each ``<template>-<jobset>``) and where they are
-#: provisioned; fixtures.kinds has neither kind, only this area's torchtune copies use them.
+#: provisioned; fixtures.kube.kinds has neither kind, only this area's torchtune copies use them.
 PVC = kinds.Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True)
 STORAGE_CLASS = kinds.Kind("storage.k8s.io/v1", "StorageClass", "storageclasses", False)
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 import pytest
 
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
@@ -66,7 +66,7 @@ CONTROL = [FractionCase(2, "0.6")]
 def sharing(kube: KubeApi, cluster: ClusterState, record: CaseRecorder) -> Iterator[SharingSupport]:
     """What the cluster says about GPU sharing. On kind, while the case runs, the suite answers the binder's
     reservation pods for its fake GPUs (clusters/gpu_sharing.py)."""
-    from kai_conformance.fixtures.kube_http import ClusterKube
+    from kai_conformance.fixtures.kube.http import ClusterKube
 
     support = read_sharing_support(kube)
     record.note(support.describe())

@@ -25,7 +25,7 @@ import jsonschema
 import yaml
 
 from kai_conformance.clusters.catalog import Combination
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 
 ROOT = Path(__file__).resolve().parent.parent
 CRDS_ENV = "KAI_CONFORMANCE_CRDS"

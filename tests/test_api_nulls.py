@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from kai_conformance.clusters.install.manifests import wait_established
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.kube.wire import without_nulls
 from kai_conformance.fixtures.waits import TimeoutPolicy
-from kai_conformance.fixtures.wire import without_nulls
 from tests.fakes.installation import SimulatedStack, crd
 from tests.fakes.kube import FakeKube
 

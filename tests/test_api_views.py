@@ -1,4 +1,4 @@
-"""The typed views of API objects (fixtures/api_views.py) give the type checker of .ci/run a place to catch a field
+"""The typed views of API objects (fixtures/kube/api_views.py) give the type checker of .ci/run a place to catch a field
 read as if it were always there, the defect that killed the first install on real kind (``status.conditions`` of a
 new CRD, tests/test_api_nulls.py); and they name fields the upstream PodGroup schema has.
 """
@@ -14,7 +14,7 @@ import pytest
 import yaml
 from mypy import api as mypy_api
 
-from kai_conformance.fixtures import api_views
+from kai_conformance.fixtures.kube import api_views
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 READS = """
 from typing import Any
 
-from kai_conformance.fixtures import api_views
+from kai_conformance.fixtures.kube import api_views
 
 
 def established(obj: dict[str, Any]) -> bool:

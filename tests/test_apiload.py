@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import accounting, kinds
+from kai_conformance.fixtures import accounting
 from kai_conformance.fixtures.apiload import PROCESS, RequestCounts, process_usage
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.reports import apiload, generate, html
 from kai_conformance.reports.apiload import ApiLoad, ProcessLoad, ServerReading
 from kai_conformance.reports.model import RunRecords
@@ -209,7 +210,7 @@ def test_a_run_without_accounting_shows_no_section(tmp_path: Path) -> None:
 
 
 def test_over_http_metrics_is_a_plain_get_and_a_refusal_is_its_reason(tmp_path: Path) -> None:
-    from kai_conformance.fixtures.kube_http import ClusterKube
+    from kai_conformance.fixtures.kube.http import ClusterKube
     from tests.fakes.apiserver import serve, status
 
     answers = [(200, METRICS.encode()), status(403, "Forbidden", 'forbidden: User "ci" cannot get path "/metrics"')]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
 from tests.fakes.installation import SimulatedStack, deployment, worker_node

@@ -8,7 +8,8 @@ import pytest
 from kai_conformance.clusters import gpus
 from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.topology import load_topology
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.builders import unsliced
 from tests.fakes.installation import EXPIRING, SimulatedStack, worker_node

@@ -14,7 +14,8 @@ from kai_conformance.clusters import kwok_stages
 from kai_conformance.clusters.kwok_probe import FINALIZER, prove_kwok_runs_pods
 from kai_conformance.clusters.provision import acquire, release
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.installation import SimulatedStack

@@ -15,7 +15,8 @@ from kai_conformance.clusters import tools
 from kai_conformance.clusters.install.behaviour import COUNTED_FAILED, ENDED_FAILED
 from kai_conformance.clusters.install.stack import install_stack
 from kai_conformance.clusters.suite_stack import queue
-from kai_conformance.fixtures import kinds, plugin
+from kai_conformance.fixtures import plugin
+from kai_conformance.fixtures.kube import kinds
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
 from tests.fakes.commands import FakeKind, executable, tools_on_path
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("fast_polling")
 
 SUITE = """
 import pytest
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 
 
 def test_sees_the_verified_stack(cluster, kube, gpu_layout):

@@ -16,7 +16,8 @@ from kai_conformance.clusters.existing import OPT_IN_LABEL
 from kai_conformance.clusters.install.behaviour import COUNTED_FAILED, ENDED_FAILED
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.resolution import version_origins
 from kai_conformance.fixtures.run import RunContext
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path

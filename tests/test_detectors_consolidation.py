@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kai_conformance.clusters.catalog import Catalog
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.reports.records import PodTimes
 from kai_conformance.suites.support import expectations as ex

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.detectors.elastic import (
     ElasticMinimumWatch,
     elastic_bound_exactly,

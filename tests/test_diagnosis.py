@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites.support import components as comp
 from kai_conformance.suites.support import diagnosis as dg

@@ -12,7 +12,8 @@ import pytest
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.suite_stack import queue, stack_manifests, unlimited_resources
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import prepare
 from kai_conformance.suites.support import chaos_faults

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionViolated
 from kai_conformance.reports import ai_conformance
 from kai_conformance.reports.categories import PRODUCT

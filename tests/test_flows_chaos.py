@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 from _pytest.outcomes import Skipped
 
-from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_chaos
 from kai_conformance.suites.support import chaos_run

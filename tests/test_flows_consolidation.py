@@ -20,7 +20,8 @@ import pytest
 import tenacity
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.fixtures import errors, kinds, waits
+from kai_conformance.fixtures import errors, waits
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_consolidation as suite
 from kai_conformance.suites.support import observe

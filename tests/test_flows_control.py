@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites import test_labels, test_podgrouper, test_preemption, test_queues
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from tests.flows import NAMESPACE

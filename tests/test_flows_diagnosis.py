@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from kai_conformance.clusters.suite_stack import queue, unlimited_resources
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.recording import failure_kind
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.reports.categories import classify

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, TimeoutPolicy
 from kai_conformance.suites import test_elastic
 from kai_conformance.suites.support.detectors.verdict import Verdict

@@ -18,7 +18,7 @@ import datetime as dt
 import pytest
 
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, WORKLOAD_COMMAND, pod_spec
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet
 from kai_conformance.suites import test_preemption
 from kai_conformance.suites.support.observe import visibility

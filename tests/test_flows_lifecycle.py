@@ -21,7 +21,8 @@ import types
 import pytest
 import tenacity
 
-from kai_conformance.fixtures import kinds, waits
+from kai_conformance.fixtures import waits
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, TimeoutPolicy
 from kai_conformance.suites import test_lifecycle as suite
 from kai_conformance.suites.support.detectors.verdict import Verdict

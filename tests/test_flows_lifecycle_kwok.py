@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from kai_conformance.clusters import kwok_stages
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionViolated
 from kai_conformance.suites import test_lifecycle as suite
 from kai_conformance.suites.support.expectations import jobset_row

@@ -12,7 +12,7 @@ import pytest
 
 from kai_conformance.clusters.install import kai
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.settings import InstallSources
 from kai_conformance.suites import test_placement
 from kai_conformance.suites.support.detectors.verdict import Verdict

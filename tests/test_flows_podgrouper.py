@@ -16,7 +16,7 @@ import dataclasses
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_podgrouper as suite
 from kai_conformance.suites.support.detectors.verdict import Verdict

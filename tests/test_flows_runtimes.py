@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites import test_runtimes
 from kai_conformance.suites.support.cases.runtimes import RuntimeCase
 from kai_conformance.suites.support.expectations import QUEUE_LABEL

@@ -8,7 +8,8 @@ import pytest
 from _pytest.outcomes import Skipped
 
 from kai_conformance.clusters.catalog import Catalog
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionViolated
 from kai_conformance.suites import test_sharing
 from kai_conformance.suites.support.detectors.verdict import Verdict

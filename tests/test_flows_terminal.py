@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_lifecycle
 from kai_conformance.suites import test_lifecycle_terminal as suite

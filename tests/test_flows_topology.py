@@ -10,7 +10,7 @@ from _pytest.outcomes import Skipped
 
 from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_topology
 from kai_conformance.suites.support.cases.topology import Fill, Placement, TopologyCase

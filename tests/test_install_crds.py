@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.clusters.install.crds import SUITE_KINDS, check_crds
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.options import CATALOG
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests import crd_schemas

@@ -11,7 +11,8 @@ import pytest
 from kai_conformance.clusters.install import stack as stack_install
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
 from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME, PARENT_QUEUE, RUNTIME
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.commands import tools_on_path

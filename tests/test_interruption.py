@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from kai_conformance.clusters.install.behaviour import JOB_NAME, NAMESPACE_PREFIX
-from kai_conformance.fixtures import cleanup, kinds
+from kai_conformance.fixtures import cleanup
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import RUN_LABEL
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import error_for, label_selector
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import error_for, kinds, label_selector
 from kai_conformance.fixtures.ownership import stamp
 from tests.fakes.kube import FakeKube
 

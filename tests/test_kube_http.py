@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube_http import ClusterKube
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.kube.http import ClusterKube
 from kai_conformance.fixtures.ownership import FIELD_MANAGER, stamp
 from tests.fakes.apiserver import Request, serve, status
 

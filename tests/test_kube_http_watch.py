@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.informer import Informer
-from kai_conformance.fixtures.kube import WatchEvent
-from kai_conformance.fixtures.kube_http import ClusterKube
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import WatchEvent, kinds
+from kai_conformance.fixtures.kube.http import ClusterKube
+from kai_conformance.fixtures.kube.informer import Informer
 from tests.fakes.apiserver import Request, Stream, serve, status
 
 PODS = "/api/v1/namespaces/ns/pods"

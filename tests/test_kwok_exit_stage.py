@@ -21,7 +21,7 @@ from kai_conformance.clusters.suite_stack import (
     planned_end,
     replicated_job,
 )
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from tests.fakes.kube import FakeKube
 from tests.fakes.kwok import FakeKwok, ManualClock, choose, pod_ready_stage, query, render_status, served_json
 

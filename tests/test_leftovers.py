@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.session import find_leftovers, kept_namespaces
 from tests.fakes.kube import FakeKube

@@ -18,7 +18,7 @@ from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.suite_stack import stack_manifests
 from kai_conformance.clusters.topology import available_topologies, load_topology
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.markers import AREA_MARKERS, OPT_IN_MARKERS
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.workspace import prepare

@@ -16,7 +16,8 @@ import pytest
 from kai_conformance.clusters.existing import OPT_IN_COMMAND
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.state import ClusterState
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.scheduling import (
     CaseGate,

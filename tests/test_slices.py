@@ -16,7 +16,8 @@ from kai_conformance.clusters.layout import GpuNode
 from kai_conformance.clusters.slices import parent_queue_name, slice_manifests
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
 from kai_conformance.clusters.topology import NODE_POOL_LABEL, WORKER_INDEX_LABEL, load_topology, with_slices
-from kai_conformance.fixtures import errors, kinds, plugin
+from kai_conformance.fixtures import errors, plugin
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.partition import into_node_pool
 from kai_conformance.fixtures.scheduling import CaseGate
 from kai_conformance.fixtures.waits import TimeoutPolicy
@@ -33,7 +34,7 @@ SLICE = "kc-slice-1"
 SUITE = """
 import pytest
 from kai_conformance.clusters.suite_stack import queue
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.partition import partition_of
 
 

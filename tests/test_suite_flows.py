@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues
 from kai_conformance.suites.support.expectations import PODGROUPER_USER

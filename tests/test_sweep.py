@@ -16,10 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kai_conformance.fixtures import kinds, ownership, sweep
+from kai_conformance.fixtures import ownership, sweep
 from kai_conformance.fixtures.cleanup import KEPT_LABEL
-from kai_conformance.fixtures.kinds import Kind
-from kai_conformance.fixtures.kube import Obj
+from kai_conformance.fixtures.kube import Obj, kinds
+from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.ownership import OWNER_ANNOTATION, Owner, stamp
 from kai_conformance.fixtures.run import RUN_KEY, RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import CASE_LABEL, MANAGED_BY, RUN_LABEL, TEST_ID_ANNOTATION, case_label_value
 from kai_conformance.fixtures.workspace import namespace_name
 from tests.fakes import shared

@@ -32,8 +32,8 @@ from typing import Any
 
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue, replicated_job
 from kai_conformance.clusters.topology import NODE_POOL_LABEL
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import Observation, Probe, TimeoutPolicy, eventually
 

@@ -11,8 +11,7 @@ from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.crds import check_crds
 from kai_conformance.clusters.install.evidence import canonical_repository, establish_version, find_deployments
 from kai_conformance.clusters.install.readiness import WebhookProbe, wait_deployments, webhook_serves
-from kai_conformance.fixtures import api_views, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.kube import KubeApi, api_views, kinds
 
 LABELS = {"kai": "KAI Scheduler", "jobset": "JobSet", "trainer": "Kubeflow Trainer"}
 #: The fix when a component's APIs are missing on the cluster.

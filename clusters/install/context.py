@@ -15,8 +15,8 @@ from kai_conformance.clusters.catalog import Component
 from kai_conformance.clusters.fetches import missing_chart_dependencies
 from kai_conformance.fixtures import progress
 from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.kube.wire import without_nulls
 from kai_conformance.fixtures.waits import TimeoutPolicy
-from kai_conformance.fixtures.wire import without_nulls
 
 if TYPE_CHECKING:  # the plugin layer's settings, passed in by clusters.provision
     from kai_conformance.fixtures.settings import Settings

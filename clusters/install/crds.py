@@ -1,5 +1,5 @@
 """Does the cluster serve the APIs the suite speaks? Each component's CustomResourceDefinitions must exist, be
-Established, and serve the version of :mod:`fixtures.kinds` (what every case reads and writes).
+Established, and serve the version of :mod:`fixtures.kube.kinds` (what every case reads and writes).
 
 Every supported combination's CRDs serve exactly these versions (upstream CRDs at each tag: Queue
 ``scheduling.run.ai/v2``, PodGroup ``v2alpha2``, BindRequest ``v1alpha2``, JobSet ``jobset.x-k8s.io/v1alpha2``,
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kai_conformance.fixtures import api_views, errors, kinds, progress
-from kai_conformance.fixtures.kinds import Kind
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, api_views, kinds
+from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 #: The kinds of each component the suite uses, at the versions it uses them.

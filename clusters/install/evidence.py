@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
 
 Ref = tuple[str, str]  # namespace, name
 

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from kai_conformance.clusters import commands
-from kai_conformance.fixtures import api_views, errors, kinds, progress
-from kai_conformance.fixtures.kube import KubeApi, describe
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, api_views, describe, kinds
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 Obj = dict[str, Any]

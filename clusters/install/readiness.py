@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.kinds import Kind
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, kinds
+from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 
 PROBE_NAME = "kai-conformance-readiness-probe"

@@ -8,8 +8,8 @@ known to be racy right after install); removal only ever touches objects carryin
 from __future__ import annotations
 
 from kai_conformance.clusters.suite_stack import stack_manifests
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi, describe
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, describe, kinds
 from kai_conformance.fixtures.ownership import owned_selector, stamp
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from kai_conformance.clusters.install.readiness import deployment_available
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.suites.support.components import Component as ChainComponent
 from kai_conformance.suites.support.components import deployments_of

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import errors, kinds, progress
-from kai_conformance.fixtures.informer import Watchers
-from kai_conformance.fixtures.kube import KubeApi, WatchEvent
+from kai_conformance.fixtures import errors, progress
+from kai_conformance.fixtures.kube import KubeApi, WatchEvent, kinds
+from kai_conformance.fixtures.kube.informer import Watchers
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace

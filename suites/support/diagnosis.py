@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import ConditionNotMet
 from kai_conformance.suites.support.components import JOB_CONTROLLER, JOBSET, TRAINER
 from kai_conformance.suites.support.diagnosis_links import (

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from kai_conformance.fixtures import api_views
+from kai_conformance.fixtures.kube import api_views
 from kai_conformance.suites.support.expectations import MIN_MEMBER_ANNOTATION, kai_row
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kai_conformance.fixtures import api_views
+from kai_conformance.fixtures.kube import api_views
 from kai_conformance.suites.support.components import PODGROUPER, SCHEDULER
 from kai_conformance.suites.support.diagnosis_links import Finding
 from kai_conformance.suites.support.expectations import (

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kai_conformance.clusters.gpu_sharing import ReservationAnswers, fraction_runtime_class
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.suites.support.components import Component, deployments_of
 from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
 from kai_conformance.suites.support.expectations_sharing import (

@@ -9,8 +9,7 @@ when asked, the namespace's BindRequests.
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.detectors.gang import PartialGangWatch

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import Observation
 from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY, SHARD_FIELD
 from kai_conformance.suites.support.snapshot import gpus_of, is_live, is_terminating, name_of, node_of

@@ -1,7 +1,7 @@
 """Steps of the scale cases: watch a burst's namespace, submit the burst at once, wait until it settles while the
 scale detectors judge every change, then judge the settled state, record the measurements and explain a failure.
 
-Observation is by watch (:class:`~fixtures.informer.Watchers`: one watch of pods and one of PodGroups over the case's
+Observation is by watch (:class:`~fixtures.kube.informer.Watchers`: one watch of pods and one of PodGroups over the case's
 namespace), never by polling the API: thousands of pods polled every 0.25 s would be the largest load on the API
 server. The waits poll only the ledger in memory (:mod:`suites.support.scale_ledger`), so their progress lines and
 timeouts are the suite's usual ones (:mod:`fixtures.waits`).
@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import kinds, progress
-from kai_conformance.fixtures.informer import Watchers
-from kai_conformance.fixtures.kube import KubeApi, WatchEvent
+from kai_conformance.fixtures import progress
+from kai_conformance.fixtures.kube import KubeApi, WatchEvent, kinds
+from kai_conformance.fixtures.kube.informer import Watchers
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder

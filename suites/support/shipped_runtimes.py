@@ -26,7 +26,7 @@ from kai_conformance.clusters.suite_stack import (
     WORKLOAD_COMMAND,
     lifetime_env,
 )
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.expectations import ReplicatedJob
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kai_conformance.clusters.layout import GPU_RESOURCE
-from kai_conformance.fixtures import api_views
+from kai_conformance.fixtures.kube import api_views
 from kai_conformance.suites.support.expectations import (
     JOBSET_API_VERSION,
     JOBSET_NAME_LABEL,

@@ -22,7 +22,7 @@ from kai_conformance.clusters.suite_stack import (
     replicated_job,
     training_runtime,
 )
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.expectations import (
     MIN_MEMBER_ANNOTATION,

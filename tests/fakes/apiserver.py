@@ -1,4 +1,4 @@
-"""A loopback HTTP server that plays an API server for :class:`fixtures.kube_http.ClusterKube`.
+"""A loopback HTTP server that plays an API server for :class:`fixtures.kube.http.ClusterKube`.
 
 It records every request (method, path, query, headers, body) and answers from a routing function, so the
 self-tests check the exact HTTP the real client sends: verbs, paths, content types, field manager, dry-run,

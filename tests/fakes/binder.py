@@ -7,7 +7,7 @@ Upstream (``pkg/binder/controllers/bindrequest_controller.go``) the binder acts 
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating
 from tests.fakes.kai import Kai

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from kai_conformance.fixtures import errors
-from kai_conformance.fixtures.kinds import Kind
 from kai_conformance.fixtures.kube import Watch
+from kai_conformance.fixtures.kube.kinds import Kind
 from tests.fakes.apiserver import Request, Stream, status
 from tests.fakes.kube import FakeKube
 

@@ -5,7 +5,7 @@ What real controllers and webhooks would do, reduced to what the suite observes:
 * ``helm upgrade --install`` (answered by the fake runner) creates the chart's Deployment; KAI's operator then
   creates the operand Deployments and registers the queue webhook a few API calls later (asynchronously, as
   upstream does); Trainer's webhook fails "calling webhook" for its first calls (the known race).
-* Installs create the components' CRDs (serving the versions of ``fixtures/kinds.py``), and Deployments labelled
+* Installs create the components' CRDs (serving the versions of ``fixtures/kube/kinds.py``), and Deployments labelled
   and imaged as upstream's; applied CRDs become Established and applied Deployments become Available (a
   running pod with an imageID).
 * The webhooks reject exactly what upstream rejects (the readiness probes' invalid objects).
@@ -32,8 +32,9 @@ from kai_conformance.clusters.install import kai, trainer
 from kai_conformance.clusters.install.crds import SUITE_KINDS
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.topology import WORKER_INDEX_LABEL
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.options import CATALOG
 from kai_conformance.fixtures.settings import InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy

@@ -35,7 +35,7 @@ containers exit 0 it turns ``Succeeded`` before the back-off lets a replacement 
 from __future__ import annotations
 
 from kai_conformance.clusters.suite_stack import COMPLETION_INDEX_ENV
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating, labels_of, parse_time
 from tests.fakes.kube import clone
 from tests.fakes.simulation import INDEX_LABEL, JOB_NAME_LABEL, JOB_TRACKING_FINALIZER, Obj, Simulation

@@ -26,7 +26,7 @@ The JobSet version is :attr:`JobSetLifecycle.jobset_version` (default: the suite
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.expectations_lifecycle import (
     ALL_JOBS_COMPLETED,
     FAILED_JOBS,

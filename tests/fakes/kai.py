@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
 from kai_conformance.clusters.topology import NODE_POOL_LABEL
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
 from tests.fakes.kai_podgrouper import KaiPodgrouper

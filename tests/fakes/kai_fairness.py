@@ -15,7 +15,7 @@ Reduced to what the fairness and reclaim cases observe (docs/fairness; suites/su
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.expectations_fairness import DEFAULT_QUEUE_PRIORITY
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating

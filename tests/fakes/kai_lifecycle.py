@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.detectors.consolidation import go_duration
 from kai_conformance.suites.support.expectations_lifecycle import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY, SPREAD
 from tests.fakes.kai import Kai
 

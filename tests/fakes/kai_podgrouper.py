@@ -10,7 +10,7 @@ from __future__ import annotations
 import yaml
 
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
 from tests.fakes.simulation import REPLICATED_JOB_LABEL, Obj, Simulation

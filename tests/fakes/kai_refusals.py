@@ -6,7 +6,7 @@ where the KAI version has KAI #1888 (suites/support/known_bugs.py: v0.16)."""
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.known_bugs import BY_KEY
 from kai_conformance.suites.support.snapshot import is_bound, uid_of

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from kai_conformance.clusters.gpu_sharing import answer_reservations
 from kai_conformance.clusters.layout import GPU_RESOURCE
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.expectations_sharing import (
     DEFAULT_FRACTION_RUNTIME_CLASS,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.expectations_topology import CONSTRAINT_FIELDS, UNSATISFIED_MESSAGE, topology_row
 from kai_conformance.suites.support.snapshot import gpus_of, labels_of
 from tests.fakes.kai import Kai

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kinds import Kind
-from kai_conformance.fixtures.kube import KubeApi, Obj, Watch, describe
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, Obj, Watch, describe, kinds
+from kai_conformance.fixtures.kube.kinds import Kind
 from tests.fakes import apimetrics
 from tests.fakes.objectdata import deep_merge, field_values, json_patch, merge_patch, parse_selector
 from tests.fakes.served import as_served

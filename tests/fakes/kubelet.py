@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from kai_conformance.clusters.suite_stack import COMPLETION_INDEX_ENV, EVICTED_EXIT_CODE, WORKLOAD_COMMAND, planned_end
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating, parse_time
 from tests.fakes.kwok import kwok_node, plays_kwok_nodes
 from tests.fakes.simulation import Obj, Simulation

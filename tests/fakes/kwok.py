@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from tests.fakes import gotemplate
 from tests.fakes.kube import Call, FakeKube
 

@@ -18,7 +18,7 @@ field of :class:`~tests.fakes.simulation.Faults` and acting only once its compon
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_bound, uid_of
 from tests.fakes.kube import clone

@@ -24,7 +24,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.snapshot import is_terminating, uid_of
 from tests.builders import deployment
 from tests.fakes.binder import Binder

@@ -4,7 +4,7 @@ Go fields without ``omitempty`` (and struct-typed ones such as ``metav1.Time``, 
 are serialized as ``null`` when unset. The suite met the first of these on a real cluster: a
 CustomResourceDefinition read right after its creation answered ``status.conditions: null``, and a reader that
 expected a list died on it. The fake answers with the same nulls so that every self-test reads them as the suite
-does against a real server (``fixtures/wire.py``). Sources (k8s.io/api v0.36.1 ``core/v1/types.go``,
+does against a real server (``fixtures/kube/wire.py``). Sources (k8s.io/api v0.36.1 ``core/v1/types.go``,
 apiextensions-apiserver v0.37.2 ``pkg/apis/apiextensions/v1/types.go``):
 
 - ``CustomResourceDefinitionStatus.Conditions`` ``json:"conditions"``, no omitempty: ``null`` until the

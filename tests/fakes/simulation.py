@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import kinds
-from kai_conformance.fixtures.kinds import Kind
+from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import uid_of
 from tests.fakes.kube import FakeKube, clone

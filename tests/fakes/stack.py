@@ -6,7 +6,7 @@ diagnosis can read them the way it reads a real cluster.
 
 from __future__ import annotations
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.expectations import PODGROUPER_USER
 from kai_conformance.suites.support.expectations_placement import DEFAULT_SHARD, DEFAULT_STRATEGY
 from kai_conformance.suites.support.provenance import PODGROUPER_NEEDS, TRAINJOBS

@@ -14,7 +14,7 @@ from the JobSet's status: once the failed JobSet is gone the TrainJob looks unfi
 from __future__ import annotations
 
 from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.expectations_lifecycle import RESTART_ATTEMPT_LABEL
 from kai_conformance.suites.support.known_bugs import BY_KEY

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kai_conformance.fixtures import errors
-from kai_conformance.fixtures.kube_watch import Watch, WatchEvent
+from kai_conformance.fixtures.kube.watch import Watch, WatchEvent
 from tests.fakes.served import as_served
 
 Obj = dict[str, Any]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_conformance.clusters.install.crds import SUITE_KINDS
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from tests.builders import deployment
 from tests.fakes.installation import crd
 from tests.fakes.kube import FakeKube

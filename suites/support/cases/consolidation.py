@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import errors, kinds
-from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import Manifest, SideBySide, WholeCluster, held_if_fits
 from kai_conformance.suites.support.cases.preemption import ReclaimCase

@@ -23,7 +23,7 @@ from enum import Enum
 import pytest
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import DISRUPTIVE, SERIAL, Manifest
 from kai_conformance.suites.support.domains import Domains, Level, topology_levels

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai_conformance.fixtures import api_views
+from kai_conformance.fixtures.kube import api_views
 from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
 from kai_conformance.suites.support.expectations import UNSCHEDULABLE_CONDITION, UNSCHEDULABLE_REASON
 from kai_conformance.suites.support.snapshot import NAMED, Obj, Snapshot, name_of, uid_of
