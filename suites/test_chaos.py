@@ -9,8 +9,8 @@ alone on the shared workers (``serial``, ``shared_workers``, ``disruptive``), an
   reproducer; ``--chaos-seed`` draws the same ones): 1–3 leaf queues with GPU quotas, limits and over-quota weights;
   up to 10 TrainJobs of 1–4 pods, 1-GPU or whole-node, preemptible (``train``) or not (``build``), arriving over the
   first half of a 60 s mix; each runs on, completes, fails (pod 0 exits 1), is deleted, or is suspended (and maybe
-  resumed) at a drawn moment (suites/support/chaos_mix.py). Every mix restarts every chosen component once at a
-  drawn moment, and up to two more times (suites/support/chaos_faults.py: the component's pods are deleted and it
+  resumed) at a drawn moment (suites/support/chaos/mix.py). Every mix restarts every chosen component once at a
+  drawn moment, and up to two more times (suites/support/chaos/faults.py: the component's pods are deleted and it
   is back when its Deployment has a new Ready pod).
 * **GPU sharing.** Where the stack shares GPUs (read as the sharing area reads it: KAI's Config
   ``spec.admission.gpuSharing``, else the admission's arguments, and the fraction RuntimeClass present), mixes also
@@ -19,14 +19,14 @@ alone on the shared workers (``serial``, ``shared_workers``, ``disruptive``), an
   reservation pods for its fake GPUs for the whole case, every mix and restart included (clusters/gpu_sharing.py).
   Elsewhere nothing fractional is drawn and the record says so once; a reproducer with fractional workloads then
   skips, saying why.
-* **Invariants, at every change the watches deliver** (suites/support/chaos_ledger.py): ``gang-never-partial`` (a
+* **Invariants, at every change the watches deliver** (suites/support/chaos/ledger.py): ``gang-never-partial`` (a
   pod named by a BindRequest the binder has not finished counts as being placed), ``queue-limit``,
   ``non-preemptible-in-quota``, ``non-preemptible-never-evicted`` (the suite's own deletions and suspensions, and a
   JobSet restarting a failed gang, are not evictions), ``one-podgroup-per-trainjob``, ``no-leftover-bindrequest``
   (none outlives its pod by more than garbage collection may take, judged until the mix is removed), and in a mix
   with fractional workloads ``no-leftover-reservation`` (no reservation pod of a GPU group the mix used is left
   once no pod or unfinished BindRequest uses the group, beyond a grace counted from then or from the binder's
-  return after a restart, judged until the mix is removed: suites/support/chaos_sharing.py, from KAI's binder).
+  return after a restart, judged until the mix is removed: suites/support/chaos/sharing.py, from KAI's binder).
 * **Convergence.** After the last step, every restart back and every active gang complete, nothing changes for the
   settle time, then no waiting gang fits the idle GPUs (``fitting-gangs-bound``). Measured per restart: seconds
   until the component was back, and until the cluster stopped changing (the report's notes and plot).
@@ -59,17 +59,17 @@ from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.chaos import DefaultSchedulerUnderChaos, RandomMixes
 from kai_conformance.suites.support.cases.contract import param, skip_unless
 from kai_conformance.suites.support.cases.scale import whole_nodes
-from kai_conformance.suites.support.chaos_faults import Restarter, parse_components
-from kai_conformance.suites.support.chaos_mix import mixes
-from kai_conformance.suites.support.chaos_report import (
+from kai_conformance.suites.support.chaos.faults import Restarter, parse_components
+from kai_conformance.suites.support.chaos.mix import mixes
+from kai_conformance.suites.support.chaos.report import (
     record_campaign,
     record_sharing,
     report_violation,
     server_version,
 )
-from kai_conformance.suites.support.chaos_run import MixRunner
-from kai_conformance.suites.support.chaos_search import Campaign, load_reproducer
-from kai_conformance.suites.support.chaos_sharing import FRACTIONS
+from kai_conformance.suites.support.chaos.run import MixRunner
+from kai_conformance.suites.support.chaos.search import Campaign, load_reproducer
+from kai_conformance.suites.support.chaos.sharing import FRACTIONS
 from kai_conformance.suites.support.confirm import confirm, confirm_fired
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import Expectations

@@ -4,8 +4,8 @@ vacuous, and a run whose mixes were mostly vacuous for an invariant says so in t
 from __future__ import annotations
 
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload
-from kai_conformance.suites.support.chaos_report import judgements, over_the_run
-from kai_conformance.suites.support.chaos_run import Outcome
+from kai_conformance.suites.support.chaos.report import judgements, over_the_run
+from kai_conformance.suites.support.chaos.run import Outcome
 from kai_conformance.suites.support.detectors.scale import Waiting, fitting_gangs_bound
 from kai_conformance.suites.support.detectors.verdict import Verdict, vacuous
 

@@ -13,11 +13,11 @@ from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.chaos_options import parse_duration
 from kai_conformance.suites.support.cases.chaos import ENDINGS, ChaosMix, ChaosQueue, ChaosWorkload, Fault
-from kai_conformance.suites.support.chaos_faults import DEFAULT_COMPONENTS, parse_components
-from kai_conformance.suites.support.chaos_mix import mixes
-from kai_conformance.suites.support.chaos_run import Outcome, renamed, steps
-from kai_conformance.suites.support.chaos_search import Campaign, load_reproducer, reproducer, write_reproducer
-from kai_conformance.suites.support.chaos_sharing import FRACTIONS
+from kai_conformance.suites.support.chaos.faults import DEFAULT_COMPONENTS, parse_components
+from kai_conformance.suites.support.chaos.mix import mixes
+from kai_conformance.suites.support.chaos.run import Outcome, renamed, steps
+from kai_conformance.suites.support.chaos.search import Campaign, load_reproducer, reproducer, write_reproducer
+from kai_conformance.suites.support.chaos.sharing import FRACTIONS
 from kai_conformance.suites.support.detectors.verdict import Verdict
 
 LAYOUT = GpuLayout(tuple(GpuNode(f"node-{i}", 4) for i in range(4)))

@@ -9,8 +9,8 @@ import copy
 import itertools
 
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload
-from kai_conformance.suites.support.chaos_ledger import LEFTOVER_BINDREQUEST, ONE_PODGROUP, ChaosLedger
-from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION, Asking, fitting_gangs_bound
+from kai_conformance.suites.support.chaos.ledger import LEFTOVER_BINDREQUEST, ONE_PODGROUP, ChaosLedger
+from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION, Asking, fitting_gangs_bound
 from kai_conformance.suites.support.detectors.scale import QueueBounds
 from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
 from tests import builders

@@ -3,7 +3,7 @@ whose pod the chaos area deletes; the component is down until its replacement is
 the ``restart_*`` faults act only once their component has restarted.
 
 Most cases drive the controllers per API call with the downtime measured on a clock of their own; the last one runs
-the suite's own restart code (suites/support/chaos_faults.py) against controllers reconciling in the background.
+the suite's own restart code (suites/support/chaos/faults.py) against controllers reconciling in the background.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import prepare
-from kai_conformance.suites.support import chaos_faults
 from kai_conformance.suites.support import expectations as ex
+from kai_conformance.suites.support.chaos import faults as chaos_faults
 from kai_conformance.suites.support.components import Component, deployments_of, health
 from kai_conformance.suites.support.snapshot import GPU_RESOURCE, gpus_of, is_bound, uid_of
 from kai_conformance.suites.support.workloads import train_job

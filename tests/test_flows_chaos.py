@@ -17,15 +17,15 @@ from kai_conformance.fixtures.chaos_options import ChaosSettings
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_chaos
-from kai_conformance.suites.support import chaos_run
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault, RandomMixes
-from kai_conformance.suites.support.chaos_faults import Restarter
-from kai_conformance.suites.support.chaos_mix import mixes
-from kai_conformance.suites.support.chaos_report import judgements
-from kai_conformance.suites.support.chaos_run import MixRunner, Outcome
-from kai_conformance.suites.support.chaos_search import FORMAT, load_reproducer
-from kai_conformance.suites.support.chaos_sharing import FRACTIONS
-from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION as LEFTOVER
+from kai_conformance.suites.support.chaos import run as chaos_run
+from kai_conformance.suites.support.chaos.faults import Restarter
+from kai_conformance.suites.support.chaos.mix import mixes
+from kai_conformance.suites.support.chaos.report import judgements
+from kai_conformance.suites.support.chaos.run import MixRunner, Outcome
+from kai_conformance.suites.support.chaos.search import FORMAT, load_reproducer
+from kai_conformance.suites.support.chaos.sharing import FRACTIONS
+from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION as LEFTOVER
 from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests.fakes.controllers import Faults

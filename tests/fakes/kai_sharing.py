@@ -13,7 +13,7 @@ suites/support/expectations_sharing.py).
   suite's own fake device layer (``clusters/gpu_sharing.answer_reservations``, run here in place of the thread the
   sharing suite starts on kind). A reservation pod whose group has no pod left is deleted.
 * Queues: a fractional pod counts its fraction against its queue's quota and limit, as KAI's capacity checks count
-  it (suites/support/chaos_sharing.py): the core counts whole GPUs only.
+  it (suites/support/chaos/sharing.py): the core counts whole GPUs only.
 
 :class:`SharingFaults` switches on misbehaviour for the flow self-tests.
 """

@@ -1,5 +1,5 @@
 """The stack's components as Deployments whose pods can be deleted, as the chaos area restarts them
-(suites/support/chaos_faults.py): opt in with :meth:`tests.fakes.controllers.SimulatedControllers.restartable`.
+(suites/support/chaos/faults.py): opt in with :meth:`tests.fakes.controllers.SimulatedControllers.restartable`.
 
 Each component runs as one Deployment (``app: <name>``, the image KAI's operator, JobSet's and Trainer's manifests
 name) with one Running, Ready pod, on no simulated node and asking for no GPU. Once its pod is gone or being deleted

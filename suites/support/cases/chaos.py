@@ -1,7 +1,7 @@
 """Chaos mixes as data: queues, workloads with their arrivals and endings, and a schedule of component restarts
 (suites/test_chaos.py).
 
-A :class:`ChaosMix` is what a seed draws (suites/support/chaos_mix.py), what a reproducer file holds and what a replay
+A :class:`ChaosMix` is what a seed draws (suites/support/chaos/mix.py), what a reproducer file holds and what a replay
 runs: plain values, times in seconds from the start of the mix (scaled by ``--timeout-scale`` when it runs), so the
 same mix means the same thing on kind, on the real controllers and on the simulated ones. It resolves into the
 :class:`~suites.support.cases.scale.BurstPlan` the watch ledger judges, and into the manifests the run applies.
@@ -107,7 +107,7 @@ class ChaosWorkload:
 
 @dataclass(frozen=True)
 class Fault:
-    """A restart of ``component`` (suites/support/chaos_faults.py names them) ``at`` seconds into the mix."""
+    """A restart of ``component`` (suites/support/chaos/faults.py names them) ``at`` seconds into the mix."""
 
     component: str
     at: float
@@ -252,7 +252,7 @@ CONTROL = pytest.mark.control
 
 @dataclass(frozen=True)
 class RandomMixes(WholeCluster):
-    """Mixes drawn from the run's seed (suites/support/chaos_mix.py), each restarting every chosen component: what
+    """Mixes drawn from the run's seed (suites/support/chaos/mix.py), each restarting every chosen component: what
     it creates is drawn at run time, so render mode shows only its namespace. Serial, disruptive, never in a slice:
     a restart reaches every workload of the cluster."""
 

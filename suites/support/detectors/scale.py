@@ -216,7 +216,7 @@ def judged_fits(waiting: Sequence[Any], free: Mapping[str, int], reason: Callabl
                 room_for: Callable[[Any], int]) -> Verdict:  # fmt: skip
     """``fitting-gangs-bound`` from each waiting gang's reason not to fit (``reason``: "" when it fits) and the pods
     of its shape the idle GPUs hold (``room_for``); the chaos area's fractional gangs come here too
-    (suites/support/chaos_sharing.py)."""
+    (suites/support/chaos/sharing.py)."""
     idle = free_text(free)
     if not waiting:
         return Verdict("fitting-gangs-bound", True, f"held vacuously, no placeable gang waited to be judged; {idle}",

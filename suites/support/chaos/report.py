@@ -2,7 +2,7 @@
 hold with nothing to judge named vacuous), each invariant's verdict over the run (saying when most mixes held it
 vacuously),
 the restarts and the time the cluster took to converge after each (a plot), and on a violation the reproducer
-(suites/support/chaos_search.py) with the violating gang's timeline and where each restart fell."""
+(suites/support/chaos/search.py) with the violating gang's timeline and where each restart fell."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from kai_conformance.fixtures.chaos_options import ChaosSettings
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.settings import Settings
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.suites.support.chaos_run import Outcome
-from kai_conformance.suites.support.chaos_search import Campaign, reproducer, write_reproducer
+from kai_conformance.suites.support.chaos.run import Outcome
+from kai_conformance.suites.support.chaos.search import Campaign, reproducer, write_reproducer
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.gpu_sharing import SharingSupport

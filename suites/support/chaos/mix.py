@@ -1,7 +1,7 @@
 """What a chaos run draws: Hypothesis strategies for mixes over the shapes the suite knows, sized from the cluster's
 GPU layout, and for the smaller mixes a violating one shrinks to.
 
-Hypothesis generates and shrinks (suites/support/chaos_search.py drives it from the run's seed); this module only says
+Hypothesis generates and shrinks (suites/support/chaos/search.py drives it from the run's seed); this module only says
 what a mix may be. Every value shrinks toward a simpler mix: fewer queues and workloads, smaller gangs of 1-GPU pods,
 earlier arrivals, no ending (``runs`` is first of :data:`~suites.support.cases.chaos.ENDINGS`), the preemptible
 priority. Times are whole seconds, so a reproducer file reads plainly.

@@ -1,7 +1,7 @@
 """One chaos mix on the cluster: its queues, its TrainJobs arriving and ending on time, the restarts at their
-moments, every change judged by the chaos ledger (suites/support/chaos_ledger.py) from watches, then the settle,
+moments, every change judged by the chaos ledger (suites/support/chaos/ledger.py) from watches, then the settle,
 the convergence check, the removal and the leftovers check. The result is an :class:`Outcome`, never an exception:
-the search (suites/support/chaos_search.py) decides what a violation means.
+the search (suites/support/chaos/search.py) decides what a violation means.
 
 Times of the mix are seconds from its start, multiplied by ``--timeout-scale`` like every wait. Between two steps
 the run holds until the next step's moment while the ledger's invariants are judged; a violation ends the mix at
@@ -32,10 +32,10 @@ from kai_conformance.fixtures.kube.informer import Watchers
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace
-from kai_conformance.suites.support import chaos_sharing
 from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, ChaosWorkload, Fault
-from kai_conformance.suites.support.chaos_faults import Restart, Restarter
-from kai_conformance.suites.support.chaos_ledger import ChaosLedger
+from kai_conformance.suites.support.chaos import sharing as chaos_sharing
+from kai_conformance.suites.support.chaos.faults import Restart, Restarter
+from kai_conformance.suites.support.chaos.ledger import ChaosLedger
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.lifecycle import suspend

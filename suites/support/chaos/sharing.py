@@ -1,6 +1,6 @@
 """GPU sharing in chaos mixes: which fractions a mix draws, how KAI counts a fractional pod's GPUs, and the binder's
 reservation pods a mix must not leave behind (``no-leftover-reservation``). Pure data and verdicts, fed by the chaos
-ledger (suites/support/chaos_ledger.py).
+ledger (suites/support/chaos/ledger.py).
 
 Facts, KAI v0.17.0 (the GPU-sharing facts the suite holds for every row: suites/support/expectations_sharing.py):
 

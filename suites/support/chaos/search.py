@@ -3,8 +3,8 @@ near-copy of a mix that ran, the same description with other quotas or prioritie
 mix shrunk to the smallest that still violates, a reproducer file, and its replay.
 
 Hypothesis draws and shrinks; the cluster is the test. Search is one Hypothesis run over
-:func:`~suites.support.chaos_mix.mixes` seeded with the run's seed (generation only); shrinking is a second one over
-:func:`~suites.support.chaos_mix.submixes` of the violating mix, where a smaller mix "fails" when it violates one of
+:func:`~suites.support.chaos.mix.mixes` seeded with the run's seed (generation only); shrinking is a second one over
+:func:`~suites.support.chaos.mix.submixes` of the violating mix, where a smaller mix "fails" when it violates one of
 the same invariants. Both are bounded by the run's budget: once it is spent every further example counts as
 passing without running, and every mix that did run is remembered, so Hypothesis's final replay of the smallest
 failing example gives the same answer without running it again (no flakiness from the cluster's timing).
@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from kai_conformance.fixtures import errors
 from kai_conformance.suites.support.cases.chaos import ChaosMix
-from kai_conformance.suites.support.chaos_mix import submixes
-from kai_conformance.suites.support.chaos_run import Outcome
+from kai_conformance.suites.support.chaos.mix import submixes
+from kai_conformance.suites.support.chaos.run import Outcome
 
 FORMAT = "kai-conformance/chaos-reproducer/v1"
 #: Mixes a search may draw at most; the budget ends it long before on a cluster.

@@ -1,6 +1,6 @@
 """The ledger of a chaos mix: the scale ledger (suites/support/scale_ledger.py) over workloads that arrive, end, are
 deleted, suspended and resumed while components restart, plus what only a mix can break. Pure data, fed from the
-mix namespace's watches of pods, PodGroups, BindRequests and TrainJobs (suites/support/chaos_run.py) or, in the
+mix namespace's watches of pods, PodGroups, BindRequests and TrainJobs (suites/support/chaos/run.py) or, in the
 self-tests, by hand.
 
 What it judges at every change, over the whole mix (the invariants of suites/test_chaos.py):
@@ -15,7 +15,7 @@ What it judges at every change, over the whole mix (the invariants of suites/tes
 * ``one-podgroup-per-trainjob``: never two PodGroups (not being deleted) owned by one TrainJob's JobSet at once.
 * ``no-leftover-bindrequest``: no BindRequest names a pod that is gone for longer than garbage collection may take.
 * ``no-leftover-reservation`` (mixes with fractional workloads): no reservation pod of a GPU group the mix used is
-  left once nothing uses the group, beyond the grace (suites/support/chaos_sharing.py, with KAI's rule).
+  left once nothing uses the group, beyond the grace (suites/support/chaos/sharing.py, with KAI's rule).
 
 GPUs are counted as KAI counts them: a pod asking 0.5 GPU counts 0.5 against its queue's quota and limit
 (``queue-limit``, ``non-preemptible-in-quota``, ``fitting-gangs-bound``), and is placed, for ``gang-never-partial``,
@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kai_conformance.suites.support.cases.chaos import ChaosMix
-from kai_conformance.suites.support.chaos_sharing import LEFTOVER_RESERVATION, Asking, Reservations
+from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION, Asking, Reservations
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL
@@ -73,7 +73,7 @@ class WorkloadState:
 
 
 class ChaosLedger(BurstLedger):
-    """``reservation_grace``: how long a reservation pod may outlive its GPU group's use (chaos_sharing.py); the
+    """``reservation_grace``: how long a reservation pod may outlive its GPU group's use (chaos/sharing.py); the
     ``gc_grace`` unless given."""
 
     def __init__(self, mix: ChaosMix, grace: float, gc_grace: float, reservation_grace: float | None = None) -> None:
