@@ -1,6 +1,6 @@
 """What KAI's GPU sharing needs on a cluster whose GPUs are fake, and the suite provides when they are its own.
 
-Facts (KAI v0.16.8 and v0.17.0; cited in suites/support/expectations_sharing.py):
+Facts (KAI v0.16.8 and v0.17.0; cited in suites/support/expectations/sharing.py):
 
 * KAI's admission gives every pod asking for a GPU fraction ``runtimeClassName: nvidia`` (the Config's
   ``spec.admission.gpuFractionRuntimeClassName``; v0.13–v0.15 ``gpuPodRuntimeClassName``, on every GPU pod). The

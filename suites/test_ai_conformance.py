@@ -58,7 +58,7 @@ from kai_conformance.suites.support.detectors.gang import nothing_bound, pods_ru
 from kai_conformance.suites.support.detectors.lifecycle import nothing_left, pods_ended, trainjob_ended
 from kai_conformance.suites.support.detectors.verdict import all_of
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_lifecycle import TRAINJOB_COMPLETE
+from kai_conformance.suites.support.expectations.lifecycle import TRAINJOB_COMPLETE
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from kai_conformance.suites.support.lifecycle import Episode, follow, judge, lifetime_budget, wait_released
 from kai_conformance.suites.support.observe import Observer, Workload

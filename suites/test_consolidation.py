@@ -1,6 +1,6 @@
 """Consolidation, and how long a running gang is protected from eviction (min-runtime, preemption delay).
 
-Facts per version: ``suites/support/expectations_consolidation.py`` (KAI's consolidation action, minruntime
+Facts per version: ``suites/support/expectations/consolidation.py`` (KAI's consolidation action, minruntime
 plugin and preemption delay at v0.16.8 and v0.17.0). Specification:
 
 * Consolidation: 1-GPU one-pod TrainJobs ("fillers") fill every GPU; deleting some leaves every GPU node with the
@@ -66,7 +66,7 @@ from kai_conformance.suites.support.detectors.gang import PartialGangWatch, gang
 from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, fires
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_consolidation import PREEMPTION_DELAY_REASON
+from kai_conformance.suites.support.expectations.consolidation import PREEMPTION_DELAY_REASON
 from kai_conformance.suites.support.observe import About, Observer, Workload
 from kai_conformance.suites.support.snapshot import Snapshot, node_of, uid_of, workload_of
 from kai_conformance.suites.support.steps import assert_evicted_whole, bring, start_filling_gang

@@ -2,7 +2,7 @@
 
 A TrainJob whose gang minimum (``kai.scheduler/batch-min-member``) is below its pod count is elastic. KAI v0.16+
 reads that minimum from the replicatedJob template, as the leaf SubGroup's ``minMember`` (flat ``minMember`` from
-the JobSet's annotation on v0.14–v0.15; ignored on v0.13: table in suites/support/expectations_elastic.py), so the
+the JobSet's annotation on v0.14–v0.15; ignored on v0.13: table in suites/support/expectations/elastic.py), so the
 TrainJob carries it in a ``runtimePatches`` entry for its ``node`` replicatedJob. Specification:
 
 * The PodGroup carries the minimum where the KAI version puts it.

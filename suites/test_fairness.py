@@ -4,7 +4,7 @@ Two sibling leaf queues under the suite's parent queue, GPU quota 0 unless a cas
 team submits preemptible (``train``) gangs of ``max(2, GPUs // 6)`` 1-GPU pods, enough to fill the cluster alone.
 The first team fills the empty cluster; the second then submits as many. KAI's proportion plugin computes each
 queue's fair share every cycle (deserved quota first, then the rest by queue ``priority`` bucket, highest first,
-then by ``overQuotaWeight``: ``suites/support/expectations_fairness.py``), and reclaim evicts whole gangs of the team
+then by ``overQuotaWeight``: ``suites/support/expectations/fairness.py``), and reclaim evicts whole gangs of the team
 over its share for the team under it. Specification:
 
 * Equal weights → the GPUs settle to an equal split: each queue holds its fair share within one gang's GPUs

@@ -1,7 +1,7 @@
 """Gang all-or-nothing placement: the pods of a TrainJob are bound together, or none of them is.
 
 KAI's podgrouper turns a TrainJob's JobSet into one PodGroup whose gang size is the TrainJob's ``numNodes``
-(per version: see suites/support/expectations.py). Specification:
+(per version: see suites/support/expectations/__init__.py). Specification:
 
 * A gang that fits the free GPUs is bound whole, its pods bound within a few scheduling periods of each other
   (the bind-time spread is reported), and its pods run.

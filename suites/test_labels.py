@@ -1,7 +1,7 @@
 """Runtime label propagation: which labels and annotations arrive at each level TrainJob → JobSet → Job → Pod,
 and at KAI's PodGroup.
 
-Specification (the table is ``ARRIVALS`` in suites/support/expectations.py; every (source, key, level) is recorded
+Specification (the table is ``ARRIVALS`` in suites/support/expectations/__init__.py; every (source, key, level) is recorded
 so the report shows source × level):
 
 * Runtime JobSet-template metadata and ``runtimePatches`` JobSet metadata (Trainer ≥ v2.2) arrive at the JobSet

@@ -3,7 +3,7 @@
 Every other area starts a gang and judges its placement; here the workload ends. Its lifetime and exit code come
 from its TrainJob's ``spec.trainer.env`` (``KC_RUN_SECONDS``, ``KC_EXIT_CODE``, ``KC_EXIT_INDEX``,
 ``KC_STAGGER_SECONDS``: clusters/suite_stack.py ``WORKLOAD_COMMAND``), so real kubelets end the containers (marker
-``kubelet``). Facts per version: ``suites/support/expectations_lifecycle.py``. Specification:
+``kubelet``). Facts per version: ``suites/support/expectations/lifecycle.py``. Specification:
 
 * Completion: a gang of every GPU whose pods exit 0 after a stated time completes (every pod ``Succeeded``, exit 0;
   TrainJob ``Complete``/``AllJobsCompleted``, copied from the JobSet); its Queue's ``status.allocated`` GPUs drop to
@@ -72,7 +72,7 @@ from kai_conformance.suites.support.detectors.terminal import (
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_lifecycle import (
+from kai_conformance.suites.support.expectations.lifecycle import (
     ALL_JOBS_COMPLETED,
     FAILED_JOBS,
     REACHED_MAX_RESTARTS,

@@ -33,7 +33,7 @@ from kai_conformance.suites.support.detectors.terminal import (
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_lifecycle import REACHED_MAX_RESTARTS, TRAINJOB_FAILED
+from kai_conformance.suites.support.expectations.lifecycle import REACHED_MAX_RESTARTS, TRAINJOB_FAILED
 from kai_conformance.suites.support.known_bugs import gap
 from kai_conformance.suites.support.lifecycle import follow, lifetime_budget
 from kai_conformance.suites.support.observe import Observer

@@ -3,7 +3,7 @@
 
 The run reads the strategy from the cluster (the shard with an empty ``partitionLabelValue``, its
 ``spec.placementStrategy.gpu``; absent means binpack), never from an assumption; facts and sources in
-suites/support/expectations_placement.py. Specification:
+suites/support/expectations/placement.py. Specification:
 
 * binpack: 1-GPU TrainJobs placed one at a time each land on the node with the fewest free GPUs among those with
   room, so a node fills before the next is used (on empty alike nodes: ⌈jobs / GPUs per node⌉ nodes).
@@ -39,7 +39,7 @@ from kai_conformance.suites.support.detectors.placement import (
     placements_follow,
 )
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_placement import BINPACK, SPREAD, STRATEGIES, enable_hint
+from kai_conformance.suites.support.expectations.placement import BINPACK, SPREAD, STRATEGIES, enable_hint
 from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.placement_setting import ActivePlacement, GpuUse, active_placement, gpu_use
 from kai_conformance.suites.support.snapshot import gpus_of, node_of

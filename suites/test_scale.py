@@ -49,7 +49,7 @@ from kai_conformance.suites.support.cases.scale import (
 from kai_conformance.suites.support.confirm import confirm, confirm_fired
 from kai_conformance.suites.support.detectors.verdict import fires
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_placement import SPREAD
+from kai_conformance.suites.support.expectations.placement import SPREAD
 from kai_conformance.suites.support.placement_setting import active_placement
 from kai_conformance.suites.support.scale import Burst, diagnosed, idle_gpus
 

@@ -4,7 +4,7 @@ Only where the stack runs GPU sharing (Helm ``global.gpuSharing=true``, read fro
 admission's arguments, never assumed); elsewhere every case skips with that reason and the ``--kai-set`` value that
 turns it on. Each pod carries ``gpu-fraction`` on its template (through a ``runtimePatches`` entry) and asks for no
 whole GPU; KAI's admission gives it ``runtimeClassName: nvidia``, which the suite creates on kind (handler ``runc``)
-and an existing cluster must have. Facts per version: suites/support/expectations_sharing.py. Specification:
+and an existing cluster must have. Facts per version: suites/support/expectations/sharing.py. Specification:
 
 * Two pods of ``0.5`` GPU form one gang: both are bound and run, each with the admission's RuntimeClass; each
   BindRequest says ``receivedResourceType: Fraction``, ``receivedGPU {count: 1, portion: "0.50"}`` and one GPU group,
@@ -44,7 +44,7 @@ from kai_conformance.suites.support.detectors.gang import (
 from kai_conformance.suites.support.detectors.sharing import fractional_bind_requests, one_device, runtime_class
 from kai_conformance.suites.support.detectors.verdict import all_of
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
+from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.gpu_sharing import (
     SharingSupport,
     answering_reservations,

@@ -5,7 +5,7 @@ carries, ``kai-conformance/zone`` over ``kai-conformance/rack``) and a TrainJob 
 ``kai.scheduler/topology: <its Topology>`` plus a required or preferred placement at the rack level. KAI's
 podgrouper copies the TrainJob's annotations onto the JobSet it groups (skip-top-owner) and writes them into the
 PodGroup's ``spec.topologyConstraint``; on replicatedJob template annotations they go to the leaf SubGroups instead
-(per version: suites/support/expectations_topology.py). Specification:
+(per version: suites/support/expectations/topology.py). Specification:
 
 * Required placement at the rack level, for a gang the largest rack holds: the PodGroup carries the constraint, and
   every pod is bound, all in one rack. The same through the replicatedJob template (SubGroup rows), and naming the
@@ -44,7 +44,7 @@ from kai_conformance.suites.support.detectors.topology import one_domain, packed
 from kai_conformance.suites.support.detectors.verdict import all_of
 from kai_conformance.suites.support.domains import RACK_LABEL, ZONE_LABEL, Domains, with_node_labels
 from kai_conformance.suites.support.expectations import Expectations
-from kai_conformance.suites.support.expectations_topology import UNSATISFIED_MESSAGE
+from kai_conformance.suites.support.expectations.topology import UNSATISFIED_MESSAGE
 from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.steps import never_partial_for_long
 

@@ -12,7 +12,7 @@ from kai_conformance.suites.support.cases.chaos import ChaosMix, ChaosQueue, Cha
 from kai_conformance.suites.support.chaos.ledger import LEFTOVER_BINDREQUEST, ONE_PODGROUP, ChaosLedger
 from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION, Asking, fitting_gangs_bound
 from kai_conformance.suites.support.detectors.scale import QueueBounds
-from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
+from kai_conformance.suites.support.expectations.sharing import GPU_GROUP_LABEL, RESERVATION_NAMESPACE
 from tests import builders
 
 GRACE, GC, RESERVED = 5.0, 20.0, 10.0

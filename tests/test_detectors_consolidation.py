@@ -26,13 +26,13 @@ from kai_conformance.suites.support.detectors.consolidation import (
     stated_delay_end,
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_consolidation import (
+from kai_conformance.suites.support.expectations.consolidation import (
     LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,
     PREEMPTION_DELAY_REASON,
     consolidation_row,
 )
-from kai_conformance.suites.support.expectations_fairness import fair_share_row
+from kai_conformance.suites.support.expectations.fairness import fair_share_row
 from kai_conformance.suites.support.snapshot import Snapshot, parse_time
 from kai_conformance.suites.support.windows import delay_window, min_runtime_window
 from tests import builders as b
@@ -231,9 +231,9 @@ def test_every_catalogued_kai_version_has_fairness_and_consolidation_rows(versio
 
 def test_v016_says_why_it_has_no_preemption_delay_and_unknown_rows_name_the_module() -> None:
     assert "arrived in v0.17.0" in (consolidation_row("v0.16.8").no_preemption_delay or "")
-    with pytest.raises(ex.UnknownVersion, match=r"expectations_consolidation\.py"):
+    with pytest.raises(ex.UnknownVersion, match=r"expectations/consolidation\.py"):
         consolidation_row("v0.15.2")
-    with pytest.raises(ex.UnknownVersion, match=r"expectations_fairness\.py"):
+    with pytest.raises(ex.UnknownVersion, match=r"expectations/fairness\.py"):
         fair_share_row("v0.18.0")
 
 

@@ -21,7 +21,7 @@ from kai_conformance.suites.support.detectors.placement import (
     nodes_used_as_expected,
     placements_follow,
 )
-from kai_conformance.suites.support.expectations_elastic import elastic_row
+from kai_conformance.suites.support.expectations.elastic import elastic_row
 from kai_conformance.suites.support.placement_setting import active_placement, gpu_use
 from kai_conformance.suites.support.snapshot import Snapshot, parse_time, uid_of
 from tests import builders as b

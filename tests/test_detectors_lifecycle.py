@@ -31,7 +31,7 @@ from kai_conformance.suites.support.detectors.lifecycle import (
     trainjob_suspended,
 )
 from kai_conformance.suites.support.expectations import expectations_for
-from kai_conformance.suites.support.expectations_lifecycle import (
+from kai_conformance.suites.support.expectations.lifecycle import (
     JOBSET_LIFECYCLE_ROWS,
     KAI_LIFECYCLE_ROWS,
     RESTART_ATTEMPT_LABEL,

@@ -13,8 +13,8 @@ from kai_conformance.suites.support.detectors.topology import one_domain, packed
 from kai_conformance.suites.support.domains import RACK_LABEL, ZONE_LABEL, Domains, Level, topology_levels
 from kai_conformance.suites.support.domains import with_node_labels as labelled
 from kai_conformance.suites.support.expectations import UnknownVersion, expectations_for
-from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL, sharing_row
-from kai_conformance.suites.support.expectations_topology import topology_row
+from kai_conformance.suites.support.expectations.sharing import GPU_GROUP_LABEL, sharing_row
+from kai_conformance.suites.support.expectations.topology import topology_row
 from kai_conformance.suites.support.snapshot import Snapshot
 from tests import builders as b
 
@@ -177,7 +177,7 @@ def test_every_cataloged_kai_version_has_topology_and_sharing_rows() -> None:
 
 
 @pytest.mark.parametrize(
-    ("lookup", "file"), [(topology_row, "expectations_topology.py"), (sharing_row, "expectations_sharing.py")]
+    ("lookup", "file"), [(topology_row, "expectations/topology.py"), (sharing_row, "expectations/sharing.py")]
 )
 def test_a_version_without_rows_names_the_area_file(lookup, file) -> None:
     with pytest.raises(UnknownVersion, match=rf"row for v0.99.0 .*add a row for v0.99 to suites/support/{file}"):

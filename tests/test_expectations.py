@@ -46,7 +46,7 @@ def test_an_unknown_version_fails_naming_the_known_rows_and_the_fix(lookup, vers
     message = str(failure.value)
     assert f"no {component} expectation row for {version}" in message
     assert "known:" in message
-    assert "suites/support/expectations.py" in message
+    assert "suites/support/expectations/__init__.py" in message
 
 
 def test_minor_normalises_patch_and_prefix() -> None:

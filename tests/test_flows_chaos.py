@@ -26,7 +26,7 @@ from kai_conformance.suites.support.chaos.run import MixRunner, Outcome
 from kai_conformance.suites.support.chaos.search import FORMAT, load_reproducer
 from kai_conformance.suites.support.chaos.sharing import FRACTIONS
 from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION as LEFTOVER
-from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
+from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests.fakes.controllers import Faults
 from tests.fakes.kai_sharing import SharingFaults

@@ -27,7 +27,7 @@ from kai_conformance.suites import test_consolidation as suite
 from kai_conformance.suites.support import observe
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import kai_row
-from kai_conformance.suites.support.expectations_consolidation import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION
+from kai_conformance.suites.support.expectations.consolidation import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION
 from tests.fakes import kai_consolidation
 from tests.fakes.kai_consolidation import KaiConsolidation
 from tests.flows import NAMESPACE, StepClock

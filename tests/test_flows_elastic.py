@@ -14,7 +14,7 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, TimeoutPolicy
 from kai_conformance.suites import test_elastic
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_elastic import MinimumSource, elastic_row
+from kai_conformance.suites.support.expectations.elastic import MinimumSource, elastic_row
 from kai_conformance.suites.support.snapshot import is_bound
 from tests.fakes.controllers import Faults
 from tests.fakes.kai import Kai

@@ -27,7 +27,7 @@ from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, T
 from kai_conformance.suites import test_lifecycle as suite
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import jobset_row
-from kai_conformance.suites.support.expectations_lifecycle import KAI_LIFECYCLE_ROWS, STALE_GANG_ACTION
+from kai_conformance.suites.support.expectations.lifecycle import KAI_LIFECYCLE_ROWS, STALE_GANG_ACTION
 from tests.fakes.controllers import Faults
 from tests.fakes.jobset_lifecycle import JobSetLifecycle
 from tests.flows import NAMESPACE, Harness, StepClock

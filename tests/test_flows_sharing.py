@@ -13,7 +13,7 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionViolated
 from kai_conformance.suites import test_sharing
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE, RESERVED_GPU_ANNOTATION
+from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAMESPACE, RESERVED_GPU_ANNOTATION
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests import crd_schemas
 from tests.fakes.kai_sharing import SharingFaults

@@ -16,7 +16,7 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import MANAGED_BY, SCOPE_LABEL
 from kai_conformance.fixtures.settings import InstallSources
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
-from kai_conformance.suites.support.expectations_sharing import (
+from kai_conformance.suites.support.expectations.sharing import (
     GPU_SHARING_SETTING,
     RESERVATION_NAMESPACE,
     RESERVED_GPU_ANNOTATION,

@@ -9,7 +9,7 @@ floor is read from the PodGroup (:func:`podgroup_floor`):
   ``minSubGroup`` of its children, the PodGroup ``spec.minSubGroup`` of the parents;
 * flat rows (v0.13–v0.15): ``spec.minMember``.
 
-The podgrouper writes it from the chain (:func:`asked`; the lines at each tag are cited in expectations_elastic.py):
+The podgrouper writes it from the chain (:func:`asked`; the lines at each tag are cited in expectations/elastic.py):
 
 * v0.16, v0.17: a leaf's ``minMember`` is its replicatedJob template's ``kai.scheduler/batch-min-member``, else the
   Job's ``parallelism``; the root ``minSubGroup`` is the number of replicatedJobs (1 for ``InOrder``), capped by the
@@ -38,7 +38,7 @@ from kai_conformance.suites.support.expectations import (
     KaiRow,
     PodGroupShape,
 )
-from kai_conformance.suites.support.expectations_elastic import elastic_row
+from kai_conformance.suites.support.expectations.elastic import elastic_row
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, annotations_of, name_of
 
 HEADING = "gang floor"

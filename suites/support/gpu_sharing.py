@@ -1,7 +1,7 @@
 """Whether the cluster's stack runs GPU sharing, read from the cluster (never assumed), and what a sharing case
 needs besides: the RuntimeClass KAI's admission puts on fractional pods, and KAI's GPU placement strategy.
 
-Sources, first that answers (facts: suites/support/expectations_sharing.py):
+Sources, first that answers (facts: suites/support/expectations/sharing.py):
 
 * KAI's operator Config (``kai.scheduler/v1`` ``Config``, ``kai-config``): ``spec.admission.gpuSharing`` and the
   RuntimeClass field (Helm ``global.gpuSharing`` and ``admission.gpuFractionRuntimeClassName`` render there).
@@ -24,8 +24,8 @@ from kai_conformance.clusters.gpu_sharing import ReservationAnswers, fraction_ru
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.suites.support.components import Component, deployments_of
-from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
-from kai_conformance.suites.support.expectations_sharing import (
+from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY
+from kai_conformance.suites.support.expectations.sharing import (
     DEFAULT_FRACTION_RUNTIME_CLASS,
     GPU_SHARING_SETTING,
     RESERVATION_NAMESPACE,

@@ -1,7 +1,7 @@
 """What the placement cases read from the cluster, through :class:`~fixtures.kube.KubeApi`: the placement strategy
 of the SchedulingShard that places the suite's workloads, and how many GPUs each node has in use.
 
-The strategy is read, never assumed (facts and sources: :mod:`suites.support.expectations_placement`). A cluster
+The strategy is read, never assumed (facts and sources: :mod:`suites.support.expectations.placement`). A cluster
 where it cannot be read (no SchedulingShard served, none for the default partition, no permission) yields an
 :class:`ActivePlacement` without a strategy, and its ``source`` says why.
 """
@@ -14,7 +14,7 @@ from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import Observation
-from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY, SHARD_FIELD
+from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY, SHARD_FIELD
 from kai_conformance.suites.support.snapshot import gpus_of, is_live, is_terminating, name_of, node_of
 
 

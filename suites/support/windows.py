@@ -32,7 +32,7 @@ from kai_conformance.suites.support.detectors.consolidation import (
 from kai_conformance.suites.support.detectors.eviction import gang_undisturbed
 from kai_conformance.suites.support.detectors.gang import nothing_bound
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of
-from kai_conformance.suites.support.expectations_consolidation import LAST_START_ANNOTATION
+from kai_conformance.suites.support.expectations.consolidation import LAST_START_ANNOTATION
 from kai_conformance.suites.support.observe import Observer, Workload
 from kai_conformance.suites.support.refusals import kai_refusals
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, name_of, parse_time

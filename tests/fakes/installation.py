@@ -38,7 +38,7 @@ from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.options import CATALOG
 from kai_conformance.fixtures.settings import InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy
-from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY
+from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY
 from tests.builders import unsliced
 from tests.fakes.commands import FakeRunner
 from tests.fakes.controllers import Faults, SimulatedControllers

@@ -1,5 +1,5 @@
 """Simulated JobSet controller, the part that ends a JobSet or restarts it (facts and sources:
-suites/support/expectations_lifecycle.py; pkg/controllers/jobset_controller.go ``Reconcile`` and
+suites/support/expectations/lifecycle.py; pkg/controllers/jobset_controller.go ``Reconcile`` and
 pkg/controllers/failure_policy.go at v0.11.1 and v0.12.0), before the JobSet creates its missing Jobs:
 
 * Jobs whose ``jobset.sigs.k8s.io/restart-attempt`` label is below ``status.restarts`` belong to a previous attempt
@@ -27,7 +27,7 @@ The JobSet version is :attr:`JobSetLifecycle.jobset_version` (default: the suite
 from __future__ import annotations
 
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.suites.support.expectations_lifecycle import (
+from kai_conformance.suites.support.expectations.lifecycle import (
     ALL_JOBS_COMPLETED,
     FAILED_JOBS,
     JOBSET_LIFECYCLE_ROWS,
@@ -36,8 +36,8 @@ from kai_conformance.suites.support.expectations_lifecycle import (
     RESTART_ATTEMPT_LABEL,
     RESTARTING_ENDED_BY_FAILURE,
 )
+from kai_conformance.suites.support.expectations.version_rows import minor
 from kai_conformance.suites.support.snapshot import is_running, labels_of, parse_time
-from kai_conformance.suites.support.version_rows import minor
 from tests.fakes.simulation import Obj, Simulation
 
 FOREGROUND_FINALIZER = "foregroundDeletion"

@@ -1,4 +1,4 @@
-"""Simulated KAI, consolidation and eviction protection (facts: suites/support/expectations_consolidation.py).
+"""Simulated KAI, consolidation and eviction protection (facts: suites/support/expectations/consolidation.py).
 
 * Consolidation, the first of the evicting actions: for a pending preemptible gang that fits nowhere while the
   cluster has enough free GPUs in total, whole preemptible gangs are evicted node by node (fewest GPUs first) until
@@ -24,7 +24,7 @@ import datetime as dt
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.detectors.consolidation import go_duration
-from kai_conformance.suites.support.expectations_consolidation import (
+from kai_conformance.suites.support.expectations.consolidation import (
     CONSOLIDATION_ACTION,
     LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,

@@ -1,7 +1,7 @@
 """Simulated KAI, elastic gangs: a PodGroup whose minimum is below its pod count.
 
 * Podgrouper: ``kai.scheduler/batch-min-member`` read where the KAI version reads it
-  (:mod:`suites.support.expectations_elastic`): on SubGroup rows from each replicatedJob template's annotations into
+  (:mod:`suites.support.expectations.elastic`): on SubGroup rows from each replicatedJob template's annotations into
   its leaf SubGroups' ``minMember`` (the JobSet's own annotation only caps the root ``minSubGroup``); on flat rows
   from the JobSet's (skip-top-owner merged) annotations into ``spec.minMember``.
 * Scheduler (``allocation_info.go`` ``GetTasksToAllocate``): a gang below its minimum asks for what the minimum still
@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from kai_conformance.suites.support.expectations import MIN_MEMBER_ANNOTATION
-from kai_conformance.suites.support.expectations_elastic import MinimumSource, elastic_row
+from kai_conformance.suites.support.expectations.elastic import MinimumSource, elastic_row
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound
 from tests.fakes.kai import Kai
 from tests.fakes.simulation import Obj

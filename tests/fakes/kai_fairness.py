@@ -1,6 +1,6 @@
 """Simulated KAI, fair share: reclaim across sibling queues toward the proportion plugin's fair shares.
 
-Reduced to what the fairness and reclaim cases observe (docs/fairness; suites/support/expectations_fairness.py):
+Reduced to what the fairness and reclaim cases observe (docs/fairness; suites/support/expectations/fairness.py):
 
 * Fair shares of the leaf queues under one parent, of the cluster's GPUs: deserved ``min(quota, requested)`` first,
   then the rest by queue ``priority`` (highest bucket first) and, within a bucket, by ``overQuotaWeight`` in rounds
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
-from kai_conformance.suites.support.expectations_fairness import DEFAULT_QUEUE_PRIORITY
+from kai_conformance.suites.support.expectations.fairness import DEFAULT_QUEUE_PRIORITY
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating
 from tests.fakes.simulation import Obj, Simulation
 

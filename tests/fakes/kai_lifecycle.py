@@ -1,4 +1,4 @@
-"""Simulated KAI, what it does when workloads end (facts and sources: suites/support/expectations_lifecycle.py):
+"""Simulated KAI, what it does when workloads end (facts and sources: suites/support/expectations/lifecycle.py):
 
 * The podgroup-controller writes each PodGroup's ``status.resourcesStatus``: ``allocated`` sums the requests of its
   pods that are bound and Pending or Running, ``requested`` of those Pending or Running, a terminal pod counts for
@@ -30,15 +30,15 @@ from collections import defaultdict
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.detectors.consolidation import go_duration
-from kai_conformance.suites.support.expectations_lifecycle import (
+from kai_conformance.suites.support.expectations.lifecycle import (
     DEFAULT_STALENESS_GRACE,
     KAI_LIFECYCLE_ROWS,
     STALE_GANG_ACTION,
     STALENESS_GRACE_ANNOTATION,
     LifecycleKaiRow,
 )
+from kai_conformance.suites.support.expectations.version_rows import minor
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, uid_of
-from kai_conformance.suites.support.version_rows import minor
 from tests.fakes.kai import Kai
 from tests.fakes.simulation import PODGROUP_CONTROLLER, QUEUE_CONTROLLER, SCHEDULER, Obj
 

@@ -1,6 +1,6 @@
 """Simulated KAI, placement strategy: nodes are tried in the order the ``nodeplacement`` plugin scores them, chosen by
 the simulated SchedulingShard (the one with an empty ``partitionLabelValue``; ``spec.placementStrategy.gpu``, absent
-= binpack, :mod:`suites.support.expectations_placement`).
+= binpack, :mod:`suites.support.expectations.placement`).
 
 * binpack (pack.go): fewest free GPUs first, so a node fills before the next is used;
 * spread (spread.go): the largest free fraction of the node's GPUs first, so pods go where the most is left.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.suites.support.expectations_placement import DEFAULT_STRATEGY, SPREAD
+from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY, SPREAD
 from tests.fakes.kai import Kai
 
 

@@ -1,5 +1,5 @@
 """Simulated GPU sharing (KAI's admission, scheduler and binder, reduced to what the suite observes; facts:
-suites/support/expectations_sharing.py).
+suites/support/expectations/sharing.py).
 
 * Admission: a pod asking for ``gpu-fraction`` (every GPU pod in rows that say so) without a RuntimeClass gets
   ``nvidia`` — applied the first time the podgrouper's reconcile sees the pod, standing in for the webhook.
@@ -27,7 +27,7 @@ from kai_conformance.clusters.gpu_sharing import answer_reservations
 from kai_conformance.clusters.layout import GPU_RESOURCE
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
-from kai_conformance.suites.support.expectations_sharing import (
+from kai_conformance.suites.support.expectations.sharing import (
     DEFAULT_FRACTION_RUNTIME_CLASS,
     FRACTION,
     GPU_FRACTION_ANNOTATION,

@@ -2,7 +2,7 @@
 
 * Podgrouper: the TrainJob's annotations, merged under the JobSet's (skip-top-owner), become the PodGroup's
   ``spec.topologyConstraint``; a replicatedJob template's become its leaf SubGroups' (SubGroup rows only)
-  (suites/support/expectations_topology.py).
+  (suites/support/expectations/topology.py).
 * Scheduler: a gang with a constraint naming a ``Topology`` is placed inside the tree built from the nodes' labels
   (a node lacking a level's label is outside it). Required at a level: the gang goes into one domain of that level,
   the fullest that holds it (KAI bin-packs domains), or nowhere, with KAI's ``topology …, requirement …
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.suites.support.expectations_topology import CONSTRAINT_FIELDS, UNSATISFIED_MESSAGE, topology_row
+from kai_conformance.suites.support.expectations.topology import CONSTRAINT_FIELDS, UNSATISFIED_MESSAGE, topology_row
 from kai_conformance.suites.support.snapshot import gpus_of, labels_of
 from tests.fakes.kai import Kai
 from tests.fakes.simulation import Faults, Obj

@@ -16,7 +16,7 @@ from __future__ import annotations
 from kai_conformance.clusters.suite_stack import TRAINER_ANCESTOR_LABEL
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
-from kai_conformance.suites.support.expectations_lifecycle import RESTART_ATTEMPT_LABEL
+from kai_conformance.suites.support.expectations.lifecycle import RESTART_ATTEMPT_LABEL
 from kai_conformance.suites.support.known_bugs import BY_KEY
 from kai_conformance.suites.support.snapshot import is_terminating, labels_of, uid_of
 from tests.fakes.jobset_lifecycle import JobSetLifecycle, true_conditions

@@ -1,4 +1,4 @@
-"""Consolidation and eviction-protection cases (facts: ``suites/support/expectations_consolidation.py``).
+"""Consolidation and eviction-protection cases (facts: ``suites/support/expectations/consolidation.py``).
 
 * :class:`ConsolidationCase`: 1-GPU, one-pod TrainJobs ("fillers") fill every GPU, then the test deletes fillers
   until every GPU node keeps the same number in use, too many for a whole-node pod; a preemptible gang of
@@ -23,7 +23,7 @@ from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import Manifest, SideBySide, WholeCluster, held_if_fits
 from kai_conformance.suites.support.cases.preemption import ReclaimCase
-from kai_conformance.suites.support.expectations_consolidation import PREEMPTION_DELAY_ANNOTATION
+from kai_conformance.suites.support.expectations.consolidation import PREEMPTION_DELAY_ANNOTATION
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job
 
 #: The protection the cases ask for: a Go duration, as the Queue and PodGroup fields and the annotation take it.

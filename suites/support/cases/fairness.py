@@ -15,7 +15,7 @@ from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import Manifest, WholeCluster
 from kai_conformance.suites.support.detectors.fairness import QueueShare, fair_shares
-from kai_conformance.suites.support.expectations_fairness import DEFAULT_QUEUE_PRIORITY
+from kai_conformance.suites.support.expectations.fairness import DEFAULT_QUEUE_PRIORITY
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, queue_name
 
 #: A queue priority above the default (100): its bucket is served before the default bucket's weights.

@@ -26,7 +26,7 @@ from kai_conformance.suites.support.cases.contract import (
     held_if_fits,
 )
 from kai_conformance.suites.support.expectations import expectations_for
-from kai_conformance.suites.support.expectations_lifecycle import DEFAULT_STALENESS_GRACE, STALENESS_GRACE_ANNOTATION
+from kai_conformance.suites.support.expectations.lifecycle import DEFAULT_STALENESS_GRACE, STALENESS_GRACE_ANNOTATION
 from kai_conformance.suites.support.workloads import (
     NAMESPACED_RUNTIME_KIND,
     UNLIMITED,

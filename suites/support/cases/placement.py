@@ -16,7 +16,7 @@ import pytest
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import SERIAL, Manifest, held_if_fits
-from kai_conformance.suites.support.expectations_placement import BINPACK, SPREAD, STRATEGIES
+from kai_conformance.suites.support.expectations.placement import BINPACK, SPREAD, STRATEGIES
 from kai_conformance.suites.support.workloads import case_queue, case_train_job
 
 

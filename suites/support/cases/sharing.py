@@ -16,7 +16,7 @@ import pytest
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import SERIAL, SHARED_WORKERS, Manifest, WholeCluster, held_if_fits
-from kai_conformance.suites.support.expectations_sharing import GPU_FRACTION_ANNOTATION, portion_text
+from kai_conformance.suites.support.expectations.sharing import GPU_FRACTION_ANNOTATION, portion_text
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, runtime_patch
 
 

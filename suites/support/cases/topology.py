@@ -28,7 +28,7 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import DISRUPTIVE, SERIAL, Manifest
 from kai_conformance.suites.support.domains import Domains, Level, topology_levels
 from kai_conformance.suites.support.expectations import expectations_for
-from kai_conformance.suites.support.expectations_topology import (
+from kai_conformance.suites.support.expectations.topology import (
     CONSTRAINT_FIELDS,
     PREFERRED_PLACEMENT_ANNOTATION,
     REQUIRED_PLACEMENT_ANNOTATION,
@@ -56,7 +56,7 @@ class Fill(Enum):
 
 
 class Source(Enum):
-    """Where the TrainJob puts the annotations (expectations_topology: root PodGroup or leaf SubGroups)."""
+    """Where the TrainJob puts the annotations (expectations.topology: root PodGroup or leaf SubGroups)."""
 
     TRAINJOB = "trainjob-annotations"
     REPLICATED_JOB = "replicated-job-template"
@@ -135,7 +135,7 @@ class TopologyCase:
         return {TOPOLOGY_ANNOTATION: topology_name(ctx.namespace), self.placement.annotation: self.level_name(ctx)}  # type: ignore[dict-item]
 
     def expected_constraint(self, ctx: RenderContext) -> dict[str, str]:
-        """The ``topologyConstraint`` KAI's podgrouper should write (expectations_topology.CONSTRAINT_FIELDS)."""
+        """The ``topologyConstraint`` KAI's podgrouper should write (expectations.topology.CONSTRAINT_FIELDS)."""
         return {CONSTRAINT_FIELDS[key]: value for key, value in self.constraint_annotations(ctx).items()}
 
     def queue(self, ctx: RenderContext) -> Manifest:

@@ -36,7 +36,7 @@ from kai_conformance.suites.support.cases.chaos import ChaosMix
 from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION, Asking, Reservations
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL
+from kai_conformance.suites.support.expectations.sharing import GPU_GROUP_LABEL
 from kai_conformance.suites.support.scale_ledger import DELETED, BurstLedger, GangState, PodState
 from kai_conformance.suites.support.snapshot import (
     Obj,

@@ -37,7 +37,7 @@ from kai_conformance.suites.support.chaos import sharing as chaos_sharing
 from kai_conformance.suites.support.chaos.faults import Restart, Restarter
 from kai_conformance.suites.support.chaos.ledger import ChaosLedger
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAMESPACE
+from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.lifecycle import suspend
 from kai_conformance.suites.support.observe import Observer
 from kai_conformance.suites.support.scale import idle_gpus

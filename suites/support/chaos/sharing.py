@@ -2,7 +2,7 @@
 reservation pods a mix must not leave behind (``no-leftover-reservation``). Pure data and verdicts, fed by the chaos
 ledger (suites/support/chaos/ledger.py).
 
-Facts, KAI v0.17.0 (the GPU-sharing facts the suite holds for every row: suites/support/expectations_sharing.py):
+Facts, KAI v0.17.0 (the GPU-sharing facts the suite holds for every row: suites/support/expectations/sharing.py):
 
 * **A fraction counts as a fraction.** The scheduler's vector of a pod asking ``gpu-fraction: 0.5`` holds 0.5 GPU
   (``pkg/scheduler/api/pod_info/pod_info.go``:577, ``portion × count``: ``resource_info/gpu_resource_requirment.go``
@@ -39,7 +39,7 @@ from kai_conformance.suites.support.detectors.scale import (
     judged_fits,
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_sharing import GPU_GROUP_LABEL
+from kai_conformance.suites.support.expectations.sharing import GPU_GROUP_LABEL
 from kai_conformance.suites.support.snapshot import Obj, is_terminating, labels_of, name_list, name_of, uid_of
 
 #: GPU fractions a mix draws when the cluster shares GPUs: each divides one GPU exactly, so the pods a free GPU

@@ -32,7 +32,7 @@ from kai_conformance.suites.support.expectations import (
     EVICT_EVENT_REASON,
     UNSCHEDULABLE_REASON,
 )
-from kai_conformance.suites.support.expectations_consolidation import (
+from kai_conformance.suites.support.expectations.consolidation import (
     CONSOLIDATION_ACTION,
     LAST_EVICTION_ANNOTATION,
     LAST_START_ANNOTATION,

@@ -1,6 +1,6 @@
 """Elastic-gang detectors: a gang whose minimum is below its pod count runs with at least its minimum or not at all,
 holds exactly as many pods as the GPUs allow, loses its surplus before its core, and its PodGroup carries the
-minimum where the KAI version puts it (:mod:`suites.support.expectations_elastic`).
+minimum where the KAI version puts it (:mod:`suites.support.expectations.elastic`).
 
 Unlike :func:`~.gang.gang_all_or_nothing`, a partly bound elastic gang is conforming as long as the bound part is at
 least the minimum: the surplus pods pending are KAI's elastic phase, not a gang violation.
@@ -9,7 +9,7 @@ least the minimum: the surplus pods pending are KAI's elastic phase, not a gang 
 from __future__ import annotations
 
 from kai_conformance.suites.support.detectors.verdict import Verdict, one_podgroup
-from kai_conformance.suites.support.expectations_elastic import ElasticRow
+from kai_conformance.suites.support.expectations.elastic import ElasticRow
 from kai_conformance.suites.support.snapshot import Snapshot, name_of, node_summary, uid_of
 
 

@@ -1,7 +1,7 @@
 """Fair-share detectors: the GPUs each sibling queue holds against the share KAI's rules give it.
 
 :func:`fair_shares` is KAI's division of one resource among sibling queues, step by step as the proportion plugin
-does it (``suites/support/expectations_fairness.py`` cites each step at both tags). The detectors read a snapshot of
+does it (``suites/support/expectations/fairness.py`` cites each step at both tags). The detectors read a snapshot of
 the case's namespace: a queue *holds* the GPUs of its bound, live pods (the queue of a pod is its PodGroup's
 ``spec.queue``); what a queue *asks for* is the case's to say (its TrainJobs' sizes), so the expected share does not
 wobble while evicted pods wait to be recreated.
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_fairness import DEFAULT_QUEUE_PRIORITY
+from kai_conformance.suites.support.expectations.fairness import DEFAULT_QUEUE_PRIORITY
 from kai_conformance.suites.support.snapshot import Snapshot, gpus_of, owner_refs, workload_of
 
 UNLIMITED = -1

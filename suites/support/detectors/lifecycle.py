@@ -4,7 +4,7 @@ does (the Queue's ``status.allocated``, the PodGroup), who takes the GPUs, and w
 Most of them judge an *episode*: every snapshot a case took, in order (:class:`suites.support.lifecycle.Episode`),
 so that "the queue released its GPUs within a few periods", "no pod was ever evicted while completing" or "every
 attempt was bound whole" are read from all observations, not from one sample. Facts and sources:
-:mod:`suites.support.expectations_lifecycle`.
+:mod:`suites.support.expectations.lifecycle`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from kai_conformance.clusters.layout import GPU_RESOURCE
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import EVICT_ACTION_ANNOTATION, EVICT_EVENT_REASON
-from kai_conformance.suites.support.expectations_lifecycle import (
+from kai_conformance.suites.support.expectations.lifecycle import (
     JOBSET_RESTARTING,
     REACHED_MAX_RESTARTS,
     RESTART_ATTEMPT_LABEL,

@@ -1,5 +1,5 @@
 """Placement-strategy detectors: each whole-GPU pod placed where the active strategy sends it, given the free GPUs
-of every node just before it was placed (:mod:`suites.support.expectations_placement` for the rules and sources).
+of every node just before it was placed (:mod:`suites.support.expectations.placement` for the rules and sources).
 
 The cases place one small TrainJob at a time on an otherwise idle cluster (serial), so each step's free map is the
 state KAI scored. Judging every step, rather than counting nodes at the end, holds on a cluster whose nodes are not
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_placement import BINPACK, RULES, SPREAD
+from kai_conformance.suites.support.expectations.placement import BINPACK, RULES, SPREAD
 
 
 @dataclass(frozen=True)

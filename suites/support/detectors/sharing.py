@@ -1,5 +1,5 @@
 """GPU-sharing detectors: what KAI's BindRequests say about fractional pods, whether pods share one device, and
-which RuntimeClass the pods got (facts: suites/support/expectations_sharing.py).
+which RuntimeClass the pods got (facts: suites/support/expectations/sharing.py).
 
 BindRequests are named after their pods (KAI §2.4); the case reads them with the snapshot it judges.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kai_conformance.suites.support.detectors.verdict import Verdict
-from kai_conformance.suites.support.expectations_sharing import FRACTION, GPU_GROUP_LABEL
+from kai_conformance.suites.support.expectations.sharing import FRACTION, GPU_GROUP_LABEL
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, name_list, name_of, node_of
 
 

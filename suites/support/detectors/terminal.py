@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import UNSCHEDULABLE_CONDITION
-from kai_conformance.suites.support.expectations_lifecycle import TRAINJOB_FAILED
+from kai_conformance.suites.support.expectations.lifecycle import TRAINJOB_FAILED
 from kai_conformance.suites.support.snapshot import Obj, Snapshot, name_of, uid_of
 
 

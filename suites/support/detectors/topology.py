@@ -57,7 +57,7 @@ def packed(snap: Snapshot, node_domains: Mapping[str, str], level: str, fewest: 
 
 def topology_constraint(snap: Snapshot, expected: Mapping[str, str], subgroup: str | None = None) -> Verdict:
     """The PodGroup (or, with ``subgroup``, that SubGroup of it) carries ``topologyConstraint`` = ``expected``:
-    the workload's annotations reached KAI's scheduler (expectations_topology: TrainJob → root, replicatedJob
+    the workload's annotations reached KAI's scheduler (expectations.topology: TrainJob → root, replicatedJob
     template → leaf SubGroups)."""
     pg = one_podgroup(snap, "topology-constraint")
     if isinstance(pg, Verdict):

@@ -1,6 +1,6 @@
 """How a per-version expectation table is read: rows keyed by minor version, and an unknown version is an error that
 names the rows there are and the file to add one to (never a silent default). Shared by the main table
-(:mod:`.expectations`) and the per-area tables (``expectations_<area>.py``)."""
+(the package's ``__init__``) and the per-area tables (``expectations/<area>.py``)."""
 
 from __future__ import annotations
 

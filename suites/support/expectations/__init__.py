@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any
 from kai_conformance.clusters.assumptions import release_key
 from kai_conformance.clusters.catalog import Combination
 from kai_conformance.fixtures.matching import ABSENT, Contains, predicate
-from kai_conformance.suites.support.known_bugs import gap
 
 # UnknownVersion and minor stay part of this table's interface: cases and self-tests name them from here.
-from kai_conformance.suites.support.version_rows import UnknownVersion, minor, row_for  # noqa: F401
+from kai_conformance.suites.support.expectations.version_rows import UnknownVersion, minor, row_for  # noqa: F401
+from kai_conformance.suites.support.known_bugs import gap
 
 if TYPE_CHECKING:  # area tables that import this module's helpers; their rows are reached through Expectations
-    from kai_conformance.suites.support.expectations_consolidation import ConsolidationRow
-    from kai_conformance.suites.support.expectations_elastic import ElasticRow
-    from kai_conformance.suites.support.expectations_fairness import FairShareRow
-    from kai_conformance.suites.support.expectations_lifecycle import LifecycleRows
-    from kai_conformance.suites.support.expectations_sharing import SharingRow
-    from kai_conformance.suites.support.expectations_topology import TopologyRow
+    from kai_conformance.suites.support.expectations.consolidation import ConsolidationRow
+    from kai_conformance.suites.support.expectations.elastic import ElasticRow
+    from kai_conformance.suites.support.expectations.fairness import FairShareRow
+    from kai_conformance.suites.support.expectations.lifecycle import LifecycleRows
+    from kai_conformance.suites.support.expectations.sharing import SharingRow
+    from kai_conformance.suites.support.expectations.topology import TopologyRow
 
 # ------------------------------------------------------------------------------------------ constant facts
 #: KAI's release namespace and the podgrouper's service account (B6; KAI §4.6).
@@ -268,7 +268,7 @@ JOBSET_ROWS: dict[str, JobSetRow] = {row.minor: row for row in (JobSetRow("v0.11
 
 
 def _lookup(table: Mapping[str, Any], component: str, version: str) -> Any:
-    return row_for(table, component, version, "suites/support/expectations.py")
+    return row_for(table, component, version, "suites/support/expectations/__init__.py")
 
 
 def kai_row(version: str) -> KaiRow:
@@ -295,43 +295,43 @@ class Expectations:
 
     @property
     def topology(self) -> TopologyRow:
-        """The topology-aware placement row of the KAI version (suites/support/expectations_topology.py)."""
-        from kai_conformance.suites.support.expectations_topology import topology_row
+        """The topology-aware placement row of the KAI version (suites/support/expectations/topology.py)."""
+        from kai_conformance.suites.support.expectations.topology import topology_row
 
         return topology_row(self.kai.minor)
 
     @property
     def sharing(self) -> SharingRow:
-        """The GPU-sharing row of the KAI version (suites/support/expectations_sharing.py)."""
-        from kai_conformance.suites.support.expectations_sharing import sharing_row
+        """The GPU-sharing row of the KAI version (suites/support/expectations/sharing.py)."""
+        from kai_conformance.suites.support.expectations.sharing import sharing_row
 
         return sharing_row(self.kai.minor)
 
     @property
     def elastic(self) -> ElasticRow:
-        """The elastic-gang row of the KAI version (:mod:`suites.support.expectations_elastic`)."""
-        from kai_conformance.suites.support.expectations_elastic import elastic_row
+        """The elastic-gang row of the KAI version (:mod:`suites.support.expectations.elastic`)."""
+        from kai_conformance.suites.support.expectations.elastic import elastic_row
 
         return elastic_row(self.kai.minor)
 
     @property
     def fairness(self) -> FairShareRow:
-        """The fair-share row of the KAI version (suites/support/expectations_fairness.py)."""
-        from kai_conformance.suites.support.expectations_fairness import fair_share_row
+        """The fair-share row of the KAI version (suites/support/expectations/fairness.py)."""
+        from kai_conformance.suites.support.expectations.fairness import fair_share_row
 
         return fair_share_row(self.kai.minor)
 
     @property
     def consolidation(self) -> ConsolidationRow:
-        """The consolidation and eviction-protection row of the KAI version (expectations_consolidation.py)."""
-        from kai_conformance.suites.support.expectations_consolidation import consolidation_row
+        """The consolidation and eviction-protection row of the KAI version (expectations/consolidation.py)."""
+        from kai_conformance.suites.support.expectations.consolidation import consolidation_row
 
         return consolidation_row(self.kai.minor)
 
     @property
     def lifecycle(self) -> LifecycleRows:
-        """What ending workloads do under the KAI and JobSet versions (suites/support/expectations_lifecycle.py)."""
-        from kai_conformance.suites.support.expectations_lifecycle import lifecycle_rows
+        """What ending workloads do under the KAI and JobSet versions (suites/support/expectations/lifecycle.py)."""
+        from kai_conformance.suites.support.expectations.lifecycle import lifecycle_rows
 
         return lifecycle_rows(self.kai.minor, self.jobset.minor)
 

@@ -46,7 +46,7 @@ from kai_conformance.clusters.gpu_sharing import (  # noqa: F401 (re-exported: t
     RESERVATION_NAMESPACE,
     RESERVED_GPU_ANNOTATION,
 )
-from kai_conformance.suites.support.version_rows import row_for
+from kai_conformance.suites.support.expectations.version_rows import row_for
 
 #: Pod annotation asking for a portion of one GPU (constants.go:56).
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
@@ -93,4 +93,4 @@ SHARING_ROWS: dict[str, SharingRow] = {
 
 
 def sharing_row(version: str) -> SharingRow:
-    return row_for(SHARING_ROWS, "KAI GPU-sharing", version, "suites/support/expectations_sharing.py")
+    return row_for(SHARING_ROWS, "KAI GPU-sharing", version, "suites/support/expectations/sharing.py")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.suites.support.version_rows import row_for
+from kai_conformance.suites.support.expectations.version_rows import row_for
 
 #: Workload annotations (constants.go, above).
 TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
@@ -74,4 +74,4 @@ TOPOLOGY_ROWS: dict[str, TopologyRow] = {
 
 
 def topology_row(version: str) -> TopologyRow:
-    return row_for(TOPOLOGY_ROWS, "KAI topology", version, "suites/support/expectations_topology.py")
+    return row_for(TOPOLOGY_ROWS, "KAI topology", version, "suites/support/expectations/topology.py")

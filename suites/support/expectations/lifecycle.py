@@ -49,8 +49,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kai_conformance.clusters.assumptions import release_key
+from kai_conformance.suites.support.expectations.version_rows import row_for
 from kai_conformance.suites.support.known_bugs import gap
-from kai_conformance.suites.support.version_rows import row_for
 
 # ------------------------------------------------------------------------------------------- constant facts
 #: TrainJob condition types and the reasons Trainer copies from the JobSet (or sets itself for suspend).
@@ -153,7 +153,7 @@ JOBSET_LIFECYCLE_ROWS: dict[str, LifecycleJobSetRow] = {
 
 
 def lifecycle_rows(kai_version: str, jobset_version: str) -> LifecycleRows:
-    source = "suites/support/expectations_lifecycle.py"
+    source = "suites/support/expectations/lifecycle.py"
     return LifecycleRows(
         row_for(KAI_LIFECYCLE_ROWS, "KAI lifecycle", kai_version, source),
         row_for(JOBSET_LIFECYCLE_ROWS, "JobSet lifecycle", jobset_version, source),

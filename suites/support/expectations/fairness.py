@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.suites.support.version_rows import row_for
+from kai_conformance.suites.support.expectations.version_rows import row_for
 
 #: ``Queue.spec.priority`` when unset (``pkg/common/constants/constants.go`` l. 16, v0.16.8 and v0.17.0).
 DEFAULT_QUEUE_PRIORITY = 100
@@ -62,4 +62,4 @@ FAIR_SHARE_ROWS: dict[str, FairShareRow] = {
 
 
 def fair_share_row(version: str) -> FairShareRow:
-    return row_for(FAIR_SHARE_ROWS, "fair-share", version, "suites/support/expectations_fairness.py")
+    return row_for(FAIR_SHARE_ROWS, "fair-share", version, "suites/support/expectations/fairness.py")

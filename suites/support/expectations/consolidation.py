@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.suites.support.version_rows import row_for
+from kai_conformance.suites.support.expectations.version_rows import row_for
 
 #: ``evictor-action-type`` of consolidation's Evict events (``framework/interface.go``, v0.16.8 and v0.17.0).
 CONSOLIDATION_ACTION = "consolidation"
@@ -80,4 +80,4 @@ CONSOLIDATION_ROWS: dict[str, ConsolidationRow] = {
 
 
 def consolidation_row(version: str) -> ConsolidationRow:
-    return row_for(CONSOLIDATION_ROWS, "consolidation", version, "suites/support/expectations_consolidation.py")
+    return row_for(CONSOLIDATION_ROWS, "consolidation", version, "suites/support/expectations/consolidation.py")
