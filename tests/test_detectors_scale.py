@@ -15,7 +15,7 @@ from kai_conformance.reports.records import CaseRecord, CaseRecorder
 from kai_conformance.reports.runinfo import RunInfo
 from kai_conformance.suites.support.cases.scale import BurstPlan, PlannedGang, PlannedQueue
 from kai_conformance.suites.support.detectors import scale as detect
-from kai_conformance.suites.support.scale_ledger import BurstLedger
+from kai_conformance.suites.support.scale.ledger import BurstLedger
 from tests import builders
 
 GRACE = 5.0

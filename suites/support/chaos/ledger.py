@@ -1,4 +1,4 @@
-"""The ledger of a chaos mix: the scale ledger (suites/support/scale_ledger.py) over workloads that arrive, end, are
+"""The ledger of a chaos mix: the scale ledger (suites/support/scale/ledger.py) over workloads that arrive, end, are
 deleted, suspended and resumed while components restart, plus what only a mix can break. Pure data, fed from the
 mix namespace's watches of pods, PodGroups, BindRequests and TrainJobs (suites/support/chaos/run.py) or, in the
 self-tests, by hand.
@@ -37,7 +37,7 @@ from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION, A
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations.sharing import GPU_GROUP_LABEL
-from kai_conformance.suites.support.scale_ledger import DELETED, BurstLedger, GangState, PodState
+from kai_conformance.suites.support.scale.ledger import DELETED, BurstLedger, GangState, PodState
 from kai_conformance.suites.support.snapshot import (
     Obj,
     is_terminating,

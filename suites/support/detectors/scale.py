@@ -1,4 +1,4 @@
-"""Scale detectors: what must hold over a whole burst, judged on the burst's ledger (suites/support/scale_ledger.py)
+"""Scale detectors: what must hold over a whole burst, judged on the burst's ledger (suites/support/scale/ledger.py)
 at every change a watch delivers, and what must hold once it has settled.
 
 Over the whole run (every change):

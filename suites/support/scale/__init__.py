@@ -3,7 +3,7 @@ scale detectors judge every change, then judge the settled state, record the mea
 
 Observation is by watch (:class:`~fixtures.kube.informer.Watchers`: one watch of pods and one of PodGroups over the case's
 namespace), never by polling the API: thousands of pods polled every 0.25 s would be the largest load on the API
-server. The waits poll only the ledger in memory (:mod:`suites.support.scale_ledger`), so their progress lines and
+server. The waits poll only the ledger in memory (:mod:`suites.support.scale.ledger`), so their progress lines and
 timeouts are the suite's usual ones (:mod:`fixtures.waits`).
 """
 
@@ -27,7 +27,7 @@ from kai_conformance.suites.support.cases.scale import BurstPlan
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.observe import Observer
-from kai_conformance.suites.support.scale_ledger import BurstLedger
+from kai_conformance.suites.support.scale.ledger import BurstLedger
 from kai_conformance.suites.support.snapshot import NAMED, gpus_of, node_of
 from kai_conformance.suites.support.timing import settle
 
