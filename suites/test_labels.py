@@ -20,7 +20,7 @@ so the report shows source × level):
   this cluster it sees a label that is there and misses one that is not.
 
 A failed verdict says which queue, priority class and labels the PodGroup got and from which object, and whether
-the podgrouper may read TrainJobs (suites/support/provenance.py).
+the podgrouper may read TrainJobs (suites/support/diagnosis/provenance.py).
 """
 
 from __future__ import annotations

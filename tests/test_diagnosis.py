@@ -12,8 +12,8 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites.support import components as comp
 from kai_conformance.suites.support import diagnosis as dg
+from kai_conformance.suites.support.diagnosis.provenance import JOBSETS, TRAINJOBS, Access, provenance
 from kai_conformance.suites.support.expectations import PODGROUPER_USER
-from kai_conformance.suites.support.provenance import JOBSETS, TRAINJOBS, Access, provenance
 from kai_conformance.suites.support.snapshot import Snapshot, parse_time
 from tests import builders as b
 from tests.fakes.kube import FakeKube

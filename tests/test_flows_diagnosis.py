@@ -1,6 +1,6 @@
 """Suite cases on a simulated stack broken on purpose, one fault at a time: each failure names the broken link (or
 the component that is down, as an infrastructure error), where the PodGroup's queue, priority and labels came
-from, and whose fault a partial gang is (suites/support/diagnosis.py, provenance.py, gang_floor.py). The harness is
+from, and whose fault a partial gang is (suites/support/diagnosis/__init__.py, provenance.py, gang_floor.py). The harness is
 tests/flows.py, the ``flow`` fixture tests/conftest.py.
 """
 

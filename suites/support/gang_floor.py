@@ -31,7 +31,7 @@ from typing import Any
 
 from kai_conformance.fixtures.kube import api_views
 from kai_conformance.suites.support.components import PODGROUPER, SCHEDULER
-from kai_conformance.suites.support.diagnosis_links import Finding
+from kai_conformance.suites.support.diagnosis.links import Finding
 from kai_conformance.suites.support.expectations import (
     MIN_MEMBER_ANNOTATION,
     FlatMinMember,

@@ -7,9 +7,9 @@ diagnosis can read them the way it reads a real cluster.
 from __future__ import annotations
 
 from kai_conformance.fixtures.kube import kinds
+from kai_conformance.suites.support.diagnosis.provenance import PODGROUPER_NEEDS, TRAINJOBS
 from kai_conformance.suites.support.expectations import PODGROUPER_USER
 from kai_conformance.suites.support.expectations.placement import DEFAULT_SHARD, DEFAULT_STRATEGY
-from kai_conformance.suites.support.provenance import PODGROUPER_NEEDS, TRAINJOBS
 from tests.builders import deployment
 from tests.fakes.kube import FakeKube
 from tests.fakes.simulation import Faults

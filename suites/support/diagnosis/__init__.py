@@ -8,8 +8,8 @@ A TrainJob becomes bound pods through a chain of components, each acting on what
 
 :func:`diagnose` walks it for one workload and stops at the first link that is missing, saying who should have
 made it and what that component's Deployment says (:mod:`suites.support.components`); the finding at each link is
-made in :mod:`suites.support.diagnosis_links`. Once the PodGroup exists it also says which queue and priority class it
-got and from which object (:mod:`suites.support.provenance`), and, when the PodGroup's gang floor is below the gang or
+made in :mod:`suites.support.diagnosis.links`. Once the PodGroup exists it also says which queue and priority class it
+got and from which object (:mod:`suites.support.diagnosis.provenance`), and, when the PodGroup's gang floor is below the gang or
 part of the gang is bound, whose fault that is: the podgrouper's or the scheduler's (:mod:`suites.support.gang_floor`).
 
 Product or infrastructure: a failure stays a product failure (an ``AssertionError``) unless the broken link is a
@@ -37,7 +37,7 @@ from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import ConditionNotMet
 from kai_conformance.suites.support.components import JOB_CONTROLLER, JOBSET, TRAINER
-from kai_conformance.suites.support.diagnosis_links import (
+from kai_conformance.suites.support.diagnosis.links import (
     DECIDED,
     Facts,
     Finding,
@@ -46,9 +46,15 @@ from kai_conformance.suites.support.diagnosis_links import (
     no_podgroup,
     scheduling,
 )
+from kai_conformance.suites.support.diagnosis.provenance import (
+    PODGROUPER_NEEDS,
+    TRAINJOBS,
+    Access,
+    Provenance,
+    provenance,
+)
 from kai_conformance.suites.support.expectations import PODGROUPER_USER, QUEUE_LABEL, KaiRow
 from kai_conformance.suites.support.gang_floor import culprit
-from kai_conformance.suites.support.provenance import PODGROUPER_NEEDS, TRAINJOBS, Access, Provenance, provenance
 from kai_conformance.suites.support.snapshot import Snapshot, labels_of, name_list, name_of
 
 # Facts, Finding and DECIDED stay part of this module's interface (cases and self-tests name them from here).

@@ -13,6 +13,7 @@ from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME
 from kai_conformance.fixtures.kube import event_time
 from kai_conformance.suites.support.components import BINDER, PODGROUPER, SCHEDULER, Component, health
 from kai_conformance.suites.support.detectors.queues import podgroup_explains
+from kai_conformance.suites.support.diagnosis.provenance import JOBS, JOBSETS, PODGROUPS, Access
 from kai_conformance.suites.support.expectations import (
     BIND_FAILED,
     BIND_SUCCEEDED,
@@ -22,7 +23,6 @@ from kai_conformance.suites.support.expectations import (
     PODGROUPER_WARNING_REASON,
     QUEUE_LABEL,
 )
-from kai_conformance.suites.support.provenance import JOBS, JOBSETS, PODGROUPS, Access
 from kai_conformance.suites.support.snapshot import (
     NAMED,
     Obj,
