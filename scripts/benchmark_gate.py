@@ -75,7 +75,7 @@ def pytest_command(extra: list[str]) -> Command:
     def build(mode: str, report_dir: Path) -> list[str]:
         workers = [] if mode == "serial" else ["-n", mode.removeprefix("n")]
         # --report-dir=DIR, not a separate value: pytest would take DIR for a test path while it looks for its
-        # configuration (pytest-dev/pytest#8846; tests/test_docs_examples.py).
+        # configuration (pytest-dev/pytest#8846; tests/repository/test_docs_examples.py).
         return [sys.executable, "-m", "pytest", "suites", "-m", "not slow", *workers, f"--report-dir={report_dir}",
                 *extra]  # fmt: skip
 

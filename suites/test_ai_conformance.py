@@ -26,7 +26,7 @@ writes ``ai-conformance.yaml`` beside the report. Specification:
   half a GPU share one device, as the sharing area checks (suites/test_sharing.py).
 
 Proof that the detectors fire: the self-tests run these cases on a simulated cluster whose KAI places gangs
-partially and whose webhooks admit everything (tests/test_flows_ai_conformance.py); the requirement turns "not met"
+partially and whose webhooks admit everything (tests/flows/test_ai_conformance.py); the requirement turns "not met"
 there, naming the case.
 """
 

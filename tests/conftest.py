@@ -56,7 +56,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     class _WholeModules(LoadScheduling):
         """Sends each worker whole modules: split between the workers, a module ran its module-scoped fixtures on both,
-        among them test_reports_run.py's suite run (three processes, 3 s of CPU) and test_cli.py's collections."""
+        among them reports/test_run.py's suite run (three processes, 3 s of CPU) and test_cli.py's collections."""
 
         @functools.cached_property
         def _module(self) -> list[str]:

@@ -1,5 +1,5 @@
 """The chain diagnosis, provenance and component health on hand-made objects: every finding is shown on a chain
-broken at that link (the flows in test_flows_diagnosis.py show the same end to end)."""
+broken at that link (the flows in flows/test_diagnosis.py show the same end to end)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The gang floor on hand-made objects (suites/support/gang_floor.py): the floor read from every PodGroup shape, the
 floor each KAI row's podgrouper makes of the chain, and the culprit a failed gang verdict names — the podgrouper, the
-TrainJob or the scheduler. tests/test_flows_diagnosis.py shows the same end to end on a broken simulated stack."""
+TrainJob or the scheduler. tests/flows/test_diagnosis.py shows the same end to end on a broken simulated stack."""
 
 from __future__ import annotations
 

@@ -18,12 +18,12 @@ from kai_conformance.clusters.install.behaviour import JOB_NAME, NAMESPACE_PREFI
 from kai_conformance.fixtures import cleanup
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import RUN_LABEL
+from tests.clusters.test_plugin import Outcomes, cluster_world  # noqa: F401  (fixture)
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
 from tests.fakes.installation import SimulatedStack, worker_node
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kwok import FakeKwok, pod_delete_stage, pod_ready_stage
-from tests.test_clusters_plugin import Outcomes, cluster_world  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.usefixtures("fast_polling", "quiet_loopback_server")
 

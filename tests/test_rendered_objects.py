@@ -125,7 +125,7 @@ def test_every_area_has_cases_and_a_control_case() -> None:
     assert areas == AREAS
     controlled = {mark for entry in CASES if "control" in entry.marks for mark in entry.marks} & AREAS
     # The AI conformance cases reuse the gang, lifecycle and sharing detectors (whose areas have controls); their own
-    # are shown firing on the simulated cluster (tests/test_flows_ai_conformance.py).
+    # are shown firing on the simulated cluster (tests/flows/test_ai_conformance.py).
     uncontrolled = {"ai_conformance"}
     assert controlled == AREAS - uncontrolled, f"areas without a control case: {sorted(AREAS - controlled)}"
 

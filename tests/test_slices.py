@@ -1,6 +1,6 @@
 """Slices (clusters/slices.py, fixtures/partition.py): a copy of the topology's workers in a KAI node pool of its
 own, where a serial case runs beside the others. End to end through the plugin over HTTP (as
-tests/test_clusters_plugin.py), then the pieces: the topology's nodes, the seat a serial case takes, the labels
+tests/clusters/test_plugin.py), then the pieces: the topology's nodes, the seat a serial case takes, the labels
 its objects get, and the simulated KAI keeping each node pool to its own nodes and queues."""
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.partition import into_node_pool
 from kai_conformance.fixtures.scheduling import CaseGate
 from kai_conformance.fixtures.waits import TimeoutPolicy
+from tests.clusters.test_plugin import run_suite, state_of
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
 from tests.fakes.commands import FakeKind, executable, tools_on_path
 from tests.fakes.installation import SimulatedStack, install_context, make_settings
 from tests.fakes.kube import FakeKube
-from tests.test_clusters_plugin import run_suite, state_of
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
 SLICE = "kc-slice-1"

@@ -1,4 +1,4 @@
-"""Suite cases driven end to end against FakeKube with simulated controllers: the harness is tests/flows.py, the
+"""Suite cases driven end to end against FakeKube with simulated controllers: the harness is tests/flows/__init__.py, the
 ``flow`` fixture tests/conftest.py. Without a fault each case passes; with one, the failure names what went wrong.
 """
 

@@ -13,12 +13,12 @@ from kai_conformance.fixtures import errors, preflight
 from kai_conformance.fixtures.markers import AREA_MARKERS
 from kai_conformance.fixtures.session import RUNTIMES_MODULE
 from kai_conformance.suites.support import shipped_runtimes
+from tests.clusters.test_fetches import everything_local
+from tests.clusters.test_plugin import cluster_world, run_suite  # noqa: F401 (fixture)
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to
 from tests.fakes.installation import make_settings, worker_node
 from tests.fakes.kube import FakeKube
-from tests.test_clusters_fetches import everything_local
-from tests.test_clusters_plugin import cluster_world, run_suite  # noqa: F401 (fixture)
 
 RUNTIME = """\
 apiVersion: trainer.kubeflow.org/v1alpha1

@@ -4,7 +4,7 @@ Established, and serve the version of :mod:`fixtures.kube.kinds` (what every cas
 Every supported combination's CRDs serve exactly these versions (upstream CRDs at each tag: Queue
 ``scheduling.run.ai/v2``, PodGroup ``v2alpha2``, BindRequest ``v1alpha2``, JobSet ``jobset.x-k8s.io/v1alpha2``,
 TrainJob and (Cluster)TrainingRuntime ``trainer.kubeflow.org/v1alpha1``; checked against the schemas by
-``tests/test_install_crds.py``). Reading CRDs needs cluster-wide ``get`` on them; a user without it still gets an
+``tests/install/test_crds.py``). Reading CRDs needs cluster-wide ``get`` on them; a user without it still gets an
 answer from API discovery, which every user may read, and the record says which way it was checked.
 """
 

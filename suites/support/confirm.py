@@ -2,7 +2,7 @@
 control's detector that must fire, a value the case cannot go on without. A failure says what was expected and the
 verdict's own explanation and, with an observer, carries the chain diagnosis of the workloads it is about
 (:mod:`suites.support.diagnosis`): which link of TrainJob → … → bound pods broke. A bare ``assert`` in ``suites/``
-has no such line; the self-tests refuse one (tests/test_suite_style.py)."""
+has no such line; the self-tests refuse one (tests/repository/test_suite_style.py)."""
 
 from __future__ import annotations
 

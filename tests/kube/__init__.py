@@ -1,0 +1,1 @@
+"""Self-tests of the Kubernetes API layer (fixtures/kube/)."""

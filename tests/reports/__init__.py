@@ -1,0 +1,1 @@
+"""Self-tests of reports/: the run record, its views, comparisons and renderings."""
