@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SUITE_MODULES = (
-    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_elastic", "test_placement",
+    "test_gang", "test_queues", "test_labels", "test_preemption", "test_podgrouper", "test_podgroup_api", "test_elastic", "test_placement",
     "test_topology", "test_sharing", "test_fairness", "test_consolidation", "test_lifecycle", "test_lifecycle_terminal",
     "test_scale", "test_runtimes", "test_chaos", "test_ai_conformance",
 )  # fmt: skip

@@ -7,11 +7,13 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.suites.support.expectations import expectations_for
 from kai_conformance.suites.support.known_bugs import BY_KEY, KNOWN_BUGS, gap
 from tests import crd_schemas
+from tests.fakes.crd_bounds import ROOT_MINIMUM, SUBGROUP_MINIMUM
 from tests.suite_cases import suite_cases
 
 CATALOG = Catalog.load()
@@ -88,7 +90,7 @@ def _podgroup(min_member: int) -> dict:
 def test_kai_1944_the_podgroup_crd_takes_min_member_0_only_where_fixed(
     folder: str, refused: bool, schema_root: Path
 ) -> None:
-    """KAI #1944 read in the CRDs themselves: no TrainJob can ask for 0 (known_bugs.py says why)."""
+    """KAI #1944 read in the CRDs themselves (the case asks the API server: suites/test_podgroup_api.py)."""
     directory = schema_root / "kai-scheduler" / folder
     if not any(directory.glob("*.yaml")):
         pytest.skip(f"no CRD schemas in {directory} (a branch head's: ../shared/crds)")
@@ -97,3 +99,17 @@ def test_kai_1944_the_podgroup_crd_takes_min_member_0_only_where_fixed(
     assert bool(problems) is refused, problems
     assert not schemas.problems(_podgroup(1))
     assert BY_KEY["KAI #1944"].affects(folder.split("-", maxsplit=1)[0]) is refused
+
+
+@pytest.mark.parametrize("folder", sorted(ROOT_MINIMUM))
+def test_the_fake_api_servers_podgroup_minima_are_the_crd_schemas(folder: str, schema_root: Path) -> None:
+    """tests/fakes/crd_bounds.py refuses what each version's PodGroup CRD refuses: its table is the schemas'."""
+    path = schema_root / folder / "scheduling.run.ai_podgroups.yaml"
+    if not path.is_file():
+        pytest.skip(f"no {path} (a branch head's: ../shared/crds)")
+    versions = yaml.safe_load(path.read_text())["spec"]["versions"]
+    version = next(v for v in versions if v["name"] == "v2alpha2")
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    subgroup = spec["subGroups"]["items"]["properties"]
+    assert {spec[f]["minimum"] for f in ("minMember", "minSubGroup")} == {ROOT_MINIMUM[folder]}
+    assert {subgroup[f]["minimum"] for f in ("minMember", "minSubGroup")} == {SUBGROUP_MINIMUM}

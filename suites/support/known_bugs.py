@@ -23,6 +23,7 @@ from kai_conformance.clusters.builds import BUILDS, build_of
 LIFECYCLE = "suites/test_lifecycle.py"
 TERMINAL = "suites/test_lifecycle_terminal.py"
 PODGROUPER = "suites/test_podgrouper.py"
+PODGROUP_API = "suites/test_podgroup_api.py"
 RUNTIMES = "suites/test_runtimes.py"
 
 
@@ -42,6 +43,8 @@ class KnownBug:
     cases: tuple[str, ...] = ()
     #: Why no case can observe it through a TrainJob, or None.
     not_observable: str | None = None
+    #: How its cases observe it where no TrainJob reaches it (objects of the case's own), or None.
+    observed_without_trainjob: str | None = None
     #: Why no case observes it yet although one could, or None.
     no_case_yet: str | None = None
     #: The oldest release the facts cover: for an older one :meth:`affects` says None (not known).
@@ -149,11 +152,14 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "df7f1407 (../shared/crds); fix PR #1989 (62c594bf), backports #2017 (7e677370, v0.16) and #2018 (a72e24dc, "
         "v0.17)",
         frozenset({"main", "v0.17"}),
-        not_observable="a TrainJob reaches a PodGroup only through KAI's JobSet grouper, which itself refuses "
-        "kai.scheduler/batch-min-member below 1 on the JobSet and on a replicatedJob template (jobset_grouper.go "
-        "computePodGroupMinSubGroup, singleReplicaSubGroupMinMember: 'must be >= 1') at v0.16.8, v0.17.0, main "
-        "d5bc503a and v0.17 df7f1407, and otherwise writes minimum 1; so no TrainJob asks the CRD for 0 on any "
-        "version. The CRD's own bounds are checked offline (tests/test_known_bugs.py)",
+        (f"{PODGROUP_API}::test_a_podgroup_without_a_gang_is_accepted",),
+        observed_without_trainjob="at the API, with PodGroups of the case's own (server-side dry-run of minMember 0 "
+        "and minSubGroup 0), because no TrainJob reaches it: a TrainJob reaches a PodGroup only through KAI's JobSet "
+        "grouper, which itself refuses kai.scheduler/batch-min-member below 1 on the JobSet and on a replicatedJob "
+        "template (jobset_grouper.go computePodGroupMinSubGroup, singleReplicaSubGroupMinMember: 'must be >= 1') at "
+        "v0.16.8, v0.17.0, main d5bc503a and v0.17 df7f1407, and otherwise writes minimum 1; so no TrainJob asks the "
+        "CRD for 0 on any version. The webhook of v0.16.8 and v0.17.0 also refuses a root minSubGroup below 1 "
+        "(podgroup_webhook.go validatePodGroupSpec), dropped by #1989; the CRD refuses first",
         known_from="v0.16.8",
         inferred="v0.16.9 and v0.17.1 carry the backports (their release pull requests; the tags were not read)",
         url="https://github.com/kai-scheduler/KAI-Scheduler/issues/1944",

@@ -1,13 +1,16 @@
 """The SubGroup-floor detector (``subgroup-floor``) fires on a timeline where a leaf SubGroup stays bound below its
 ``minMember`` (what KAI up to v0.17.0 does with PR #2096's case) and stays quiet on correct ones: nothing bound, a
 floor bound whole, a floor bound pod by pod within the grace, an elastic SubGroup above its floor. Also the KAI
-row's PR #2096 gap per release."""
+row's PR #2096 gap per release. And the PodGroup API detectors (KAI #1944): ``no-gang-podgroup-accepted`` fires on a
+refusal, quoting it, and holds on acceptance; ``podgroup-floor-enforced`` fires where a PodGroup below every floor
+was accepted."""
 
 from __future__ import annotations
 
 import pytest
 
 from kai_conformance.suites.support.detectors.gang import SubGroupFloorWatch, leaf_floors, subgroups_at_floor
+from kai_conformance.suites.support.detectors.podgrouper import no_gang_podgroup_accepted, podgroup_floor_enforced
 from kai_conformance.suites.support.expectations import KAI_ROWS, kai_row
 from kai_conformance.suites.support.snapshot import Snapshot, parse_time
 from tests import builders as b
@@ -120,3 +123,35 @@ def test_only_the_v017_row_names_a_release_with_the_fix() -> None:
     assert (KAI_ROWS["v0.17"].podset_floor_gap("main") or "").startswith("KAI PR #2096 in main")
     assert KAI_ROWS["v0.17"].podset_floor_gap("v0.17") is not None
     assert KAI_ROWS["v0.17"].podset_floor_gap("pr-42") is None
+
+
+REFUSAL = (
+    'PodGroup.scheduling.run.ai "no-gang-min-member" is invalid: spec.minMember: Invalid value: 0: spec.minMember in '
+    "body should be greater than or equal to 1"
+)
+
+
+def test_no_gang_accepted_fires_on_a_refusal_quoting_it_and_holds_on_acceptance() -> None:
+    refused = no_gang_podgroup_accepted(
+        [("no-gang-min-member", "spec.minMember 0", REFUSAL), ("no-gang-min-subgroup", "spec.minSubGroup 0", None)]
+    )
+    assert refused.detector == "no-gang-podgroup-accepted" and not refused.ok
+    assert refused.explanation == (
+        f"the API server refuses a PodGroup without a gang: PodGroup no-gang-min-member (spec.minMember 0): refused: "
+        f"{REFUSAL}; PodGroup no-gang-min-subgroup (spec.minSubGroup 0): accepted (dry-run)"
+    )
+    accepted = no_gang_podgroup_accepted([("a", "spec.minMember 0", None), ("b", "spec.minSubGroup 0", None)])
+    assert accepted.ok and not accepted.vacuous and "refused" not in accepted.explanation
+    nothing = no_gang_podgroup_accepted([])
+    assert not nothing.ok and "nothing to judge" in nothing.explanation
+
+
+def test_floor_enforced_fires_where_a_podgroup_below_every_floor_is_accepted() -> None:
+    held = podgroup_floor_enforced(("below-every-floor", "spec.minMember -1", "should be greater than or equal to 0"))
+    assert held.ok and "refused: should be greater than or equal to 0" in held.explanation
+    fired = podgroup_floor_enforced(("below-every-floor", "spec.minMember -1", None))
+    assert (
+        not fired.ok
+        and "validates no PodGroup bound" in fired.explanation
+        and "accepted (dry-run)" in fired.explanation
+    )

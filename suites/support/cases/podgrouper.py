@@ -1,6 +1,6 @@
 """Podgrouper cases: a TrainJob on the suite's runtime, or on a runtime with a second replicatedJob; one whose second
 replicatedJob can never reach its SubGroup floor (KAI PR #2096); and (control) a SubGroup held below a floor it is
-judged against."""
+judged against; and PodGroups of the case's own asking for no gang, only dry-run (KAI #1944)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import replicated_job
+from kai_conformance.fixtures import kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import Manifest, SideBySide, held_if_fits
 from kai_conformance.suites.support.cases.elastic import elastic_train_job
@@ -153,3 +154,37 @@ class FloorHeldByLimitCase(SideBySide):
 
     def gpu_demand(self, layout: GpuLayout) -> int:
         return held_if_fits(self.floor, layout)
+
+
+@dataclass(frozen=True)
+class NoGangPodGroupCase(SideBySide):
+    """PodGroups of the case's own, server-side dry-run in its namespace (nothing stored, nothing scheduled): a flat
+    one with ``minMember: 0`` and one whose SubGroup sits under ``minSubGroup: 0``, both "no gang" (KAI #1944: the
+    root fields' CRD ``minimum`` is 1 at v0.16.8 and v0.17.0, 0 where fixed; the SubGroups' own is 0 everywhere).
+    First, ``minMember: -1``, below every version's floor: the API server must refuse it. No TrainJob asks for
+    either (KAI's JobSet grouper refuses ``kai.scheduler/batch-min-member`` below 1), so the case asks itself."""
+
+    id: str = "min-member-0-and-min-subgroup-0"
+
+    def gpu_demand(self, layout: GpuLayout) -> int:
+        return 0
+
+    def manifests(self, ctx: RenderContext) -> list[Manifest]:
+        return []  # nothing is stored: every PodGroup of the case is only dry-run
+
+    def below_every_floor(self) -> tuple[Manifest, str]:
+        return podgroup("below-every-floor", {"minMember": -1}), "spec.minMember -1"
+
+    def no_gang(self) -> list[tuple[Manifest, str]]:
+        leaf = {"name": "workers", "minMember": 1}
+        return [
+            (podgroup("no-gang-min-member", {"minMember": 0}), "spec.minMember 0"),
+            (podgroup("no-gang-min-subgroup", {"minSubGroup": 0, "subGroups": [leaf]}),
+             "spec.minSubGroup 0 over SubGroup workers (minMember 1)"),
+        ]  # fmt: skip
+
+
+def podgroup(name: str, spec: Manifest) -> Manifest:
+    """A PodGroup of the case's own (the workspace labels it and places it in the case's namespace)."""
+    return {"apiVersion": kinds.POD_GROUP.api_version, "kind": kinds.POD_GROUP.kind, "metadata": {"name": name},
+            "spec": spec}  # fmt: skip

@@ -191,3 +191,33 @@ def access_granted(user: str, answers: Sequence[tuple[str, str, AccessReview]]) 
     if denied:
         return Verdict("rbac", False, f"{user} may not: {', '.join(denied)}")
     return Verdict("rbac", True, f"{user} may " + ", ".join(f"{verb} {resource}" for verb, resource, _ in answers))
+
+
+#: What the API server said to one server-side dry-run create: the object, what it asked for, and the refusal's
+#: message, or None where it was accepted (nothing stored either way).
+DryRunAnswer = tuple[str, str, str | None]
+
+
+def _answers_text(answers: Sequence[DryRunAnswer]) -> str:
+    return "; ".join(
+        f"PodGroup {name} ({asked}): " + (f"refused: {refusal}" if refusal is not None else "accepted (dry-run)")
+        for name, asked, refusal in answers
+    )
+
+
+def no_gang_podgroup_accepted(answers: Sequence[DryRunAnswer]) -> Verdict:
+    """The API server accepts a PodGroup asking for no gang (``minMember: 0``, ``minSubGroup: 0``); fires on any
+    refusal, quoting it: where the CRD says ``minimum: 1`` (KAI #1944) no workload can opt out of the gang."""
+    refused = [a for a in answers if a[2] is not None]
+    if not answers:
+        return Verdict("no-gang-podgroup-accepted", False, "no PodGroup was dry-run: nothing to judge")
+    why = "the API server refuses a PodGroup without a gang: " if refused else ""
+    return Verdict("no-gang-podgroup-accepted", not refused, why + _answers_text(answers))
+
+
+def podgroup_floor_enforced(answer: DryRunAnswer) -> Verdict:
+    """The API server refuses a PodGroup below every version's floor (``minMember: -1``): it judges PodGroups by the
+    CRD at all, so an accepted ``minMember: 0`` means the CRD takes it, not that nothing was checked."""
+    enforced = answer[2] is not None
+    why = "" if enforced else "the API server validates no PodGroup bound (the CRD has no schema?): "
+    return Verdict("podgroup-floor-enforced", enforced, why + _answers_text([answer]))
