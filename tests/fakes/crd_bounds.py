@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kai_conformance.fixtures import errors, kinds
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.kube import kinds
 from tests.fakes.kube import FakeKube
 
 #: ``spec.minMember`` and ``spec.minSubGroup``'s ``minimum`` per KAI CRD folder (``Combination.kai.crds``): 1 where

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import replicated_job
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.suites.support.cases.contract import Manifest, SideBySide, held_if_fits
 from kai_conformance.suites.support.cases.elastic import elastic_train_job

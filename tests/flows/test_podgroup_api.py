@@ -13,11 +13,11 @@ import dataclasses
 
 import pytest
 
-from kai_conformance.fixtures import kinds
+from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites import test_podgroup_api as suite
 from tests.fakes.crd_bounds import PodGroupBounds
 from tests.flows import CATALOG, NAMESPACE, Harness
-from tests.test_flows_lifecycle import Request
+from tests.flows.test_lifecycle import Request
 
 CASE = suite.NO_GANG[0]
 
