@@ -91,7 +91,7 @@ class Topology:
     kind_extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     fake_nodes: FakeNodes = field(default_factory=FakeNodes)
     #: Copies of the workers, each a node pool of its own with its own KAI scheduler (clusters/slices.py), where a
-    #: case that needs "the whole cluster" runs beside the others instead of alone (fixtures/scheduling.py).
+    #: case that needs "the whole cluster" runs beside the others instead of alone (fixtures/plugin/scheduling.py).
     slices: int = 0
 
     @property

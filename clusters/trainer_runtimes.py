@@ -43,7 +43,7 @@ Loaded = list[tuple[str, dict[str, Any]]]
 class RuntimesUnavailable(errors.InfrastructureError):
     """The runtimes could not be read: the message names the source and ``--trainer-runtimes``."""
 
-    #: The case's report is this message alone, no traceback (fixtures/session.py ``pytest_runtest_makereport``).
+    #: The case's report is this message alone, no traceback (fixtures/plugin/session.py ``pytest_runtest_makereport``).
     explained = True
 
 

@@ -24,7 +24,7 @@ from kai_conformance.reports.verdict import CONFORMANT_ASSUMED, Verdict, verdict
 # verdict.py now, and stay importable from here.
 __all__ = ["CONFORMANT_ASSUMED", "STATUS_ORDER", "Status", "Verdict", "exception_lines", "plural", "status_of"]
 
-#: Areas in report order, with their headings: every area marker of fixtures/markers.py has one
+#: Areas in report order, with their headings: every area marker of fixtures/plugin/markers.py has one
 #: (tests/reports/test_model.py fails on a marker without), and every view lists the areas a run has
 #: (:attr:`Report.areas`), so a case of an area missing here is still shown, under :func:`area_heading`.
 AREAS: dict[str, str] = {

@@ -8,7 +8,7 @@ fast its waits notice that a state holds. No cluster is involved, so the figures
 * per-case fixtures: a Workspace creating its namespace, applying a leaf queue and a TrainJob, and tearing
   everything down (waiting until it is gone), as the ``workspace`` fixture does around every case;
 * per-case scheduling guard: the shared cluster lock, a GPU lease and the fake-GPU check (one node list), as
-  ``fixtures/scheduling.py`` does around every case;
+  ``fixtures/plugin/scheduling.py`` does around every case;
 * wait reaction latency: the time from a state starting to hold (flipped by another thread at a random moment)
   until ``eventually`` returns; bounded by the 0.25 s poll interval, the issue's target is 0.5 s.
 """
@@ -35,7 +35,7 @@ from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
 from kai_conformance.clusters.topology import load_topology, with_slices
 from kai_conformance.fixtures import cleanup, waits
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.scheduling import CaseGate, gpu_lease
+from kai_conformance.fixtures.plugin.scheduling import CaseGate, gpu_lease
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace
 from tests.fakes.installation import SimulatedStack

@@ -18,8 +18,8 @@ JUNIT = "junit.xml"  # reports/generate.py JUNIT: where the suite points --junit
 RECORDS = Path(".state") / "records"  # reports/generate.py STATE + reports/records.py RECORDS_DIR
 SUMMARY = "summary.json"  # reports/generate.py JSON
 SLOT_WAIT = "slot-wait-seconds"  # the JUnit testcase property the suite writes (record_property)
-PARTITION = "partition"  # the slice a case ran in (fixtures/scheduling.py); absent: the shared workers
-WHOLE_CLUSTER = "serial"  # the marker of cases that take the whole cluster (fixtures/markers.py)
+PARTITION = "partition"  # the slice a case ran in (fixtures/plugin/scheduling.py); absent: the shared workers
+WHOLE_CLUSTER = "serial"  # the marker of cases that take the whole cluster (fixtures/plugin/markers.py)
 ESTIMATE_WORKERS = 4
 TOP_WAITS = 10
 

@@ -1,7 +1,7 @@
 """Invariants under chaos: random workload mixes while KAI's components restart, judged over the whole run.
 
 Opt-in: these cases run only when ``-m`` names ``chaos`` (``pytest suites -m chaos --chaos-budget 10m``); a plain run
-and the PR gate deselect them (fixtures/markers.py). They restart components the whole cluster shares, so they run
+and the PR gate deselect them (fixtures/plugin/markers.py). They restart components the whole cluster shares, so they run
 alone on the shared workers (``serial``, ``shared_workers``, ``disruptive``), and on an existing cluster only with
 ``--allow-chaos`` and the components ``--chaos-components`` names. Specification:
 
@@ -47,9 +47,9 @@ import pytest
 
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
-from kai_conformance.fixtures.case import diagnostics_dir
 from kai_conformance.fixtures.chaos_options import ChaosSettings, chaos_settings
 from kai_conformance.fixtures.kube import KubeApi
+from kai_conformance.fixtures.plugin.case import diagnostics_dir
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.settings import Settings

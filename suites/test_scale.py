@@ -1,7 +1,7 @@
 """Scheduling at scale: hundreds of TrainJobs submitted at once, watched over the whole run.
 
 Opt-in: these cases run only when ``-m`` names ``scale`` (``pytest suites -m scale --fake-nodes 200``,
-``--topology scale-500``); a plain run and the PR gate deselect them (fixtures/markers.py). Bursts are sized from the
+``--topology scale-500``); a plain run and the PR gate deselect them (fixtures/plugin/markers.py). Bursts are sized from the
 cluster's GPU layout, kwok's fake nodes included (suites/support/cases/scale.py). Each burst's pods and PodGroups are
 observed by watch (one watch per kind over the case's namespace); every change is judged (suites/support/
 detectors/scale.py). Specification:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import accounting
 from kai_conformance.fixtures.apiload import PROCESS, RequestCounts, process_usage
 from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.plugin import accounting
 from kai_conformance.reports import apiload, generate, html
 from kai_conformance.reports.apiload import ApiLoad, ProcessLoad, ServerReading
 from kai_conformance.reports.model import RunRecords

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.fixtures import cli
-from kai_conformance.fixtures.markers import MARKERS
+from kai_conformance.fixtures.plugin.markers import MARKERS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -233,7 +233,7 @@ def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: P
 
 
 class DeclaringParser:
-    """Stands in for pytest's parser: every suite option's declaration (fixtures/options.py, chaos_options.py)."""
+    """Stands in for pytest's parser: every suite option's declaration (fixtures/plugin/options.py, chaos_options.py)."""
 
     def __init__(self) -> None:
         self.declared: dict[str, dict[str, object]] = {}
@@ -248,7 +248,7 @@ class DeclaringParser:
 def declared_options() -> dict[str, dict[str, object]]:
     from types import SimpleNamespace
 
-    from kai_conformance.fixtures import options
+    from kai_conformance.fixtures.plugin import options
 
     parser = DeclaringParser()
     options.pytest_addoption(parser, SimpleNamespace(has_plugin=lambda name: False))  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Lanes (fixtures/lanes.py): under xdist with a slice, a serial case runs in the slice beside ordinary cases instead of
+"""Lanes (fixtures/plugin/lanes.py): under xdist with a slice, a serial case runs in the slice beside ordinary cases instead of
 beside another serial case. A simulated xdist run drives the real scheduler (xdist's ``load`` with each case chosen
 for the worker's lane) and the same run under plain ``load`` is the control."""
 
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from xdist.scheduler import LoadScheduling
 
-from kai_conformance.fixtures import lanes
-from kai_conformance.fixtures.lanes import (
+from kai_conformance.fixtures.plugin import lanes
+from kai_conformance.fixtures.plugin.lanes import (
     ONLY_LANE,
     ORDINARY,
     SHARED_LANE,
@@ -154,7 +154,8 @@ def test_without_a_ranks_file_the_run_goes_on_in_collection_order(tmp_path: Path
 
 
 def test_the_hook_leaves_other_distributions_and_runs_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from kai_conformance.fixtures import options, plugin, run
+    from kai_conformance.fixtures import plugin, run
+    from kai_conformance.fixtures.plugin import options
 
     settings = SimpleNamespace(cluster="kind", topology=SimpleNamespace(slices=1))
     monkeypatch.setattr(plugin, "in_suite_mode", lambda config: True)

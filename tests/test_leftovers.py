@@ -9,7 +9,7 @@ import pytest
 
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
-from kai_conformance.fixtures.session import find_leftovers, kept_namespaces
+from kai_conformance.fixtures.plugin.session import find_leftovers, kept_namespaces
 from tests.fakes.kube import FakeKube
 
 
@@ -85,7 +85,7 @@ def test_a_leftover_namespace_is_named_with_what_holds_it(fake: FakeKube) -> Non
 
 
 def test_the_end_of_run_budget_grows_with_what_the_runs_namespaces_still_hold(fake: FakeKube) -> None:
-    from kai_conformance.fixtures.session import end_budget
+    from kai_conformance.fixtures.plugin.session import end_budget
     from kai_conformance.fixtures.teardown import REMOVAL_RATE
     from kai_conformance.fixtures.waits import TimeoutPolicy
 
@@ -100,8 +100,9 @@ def test_the_end_of_run_budget_grows_with_what_the_runs_namespaces_still_hold(fa
 
 def end_of_run(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, exitstatus: int) -> tuple[SimpleNamespace, list]:
     """The end-of-run hook of a started run on ``fake``'s cluster (no real cluster, no budget to wait out)."""
-    from kai_conformance.fixtures import cleanup, progress, session
-    from kai_conformance.fixtures.options import SETTINGS_KEY
+    from kai_conformance.fixtures import cleanup, progress
+    from kai_conformance.fixtures.plugin import session
+    from kai_conformance.fixtures.plugin.options import SETTINGS_KEY
 
     config = SimpleNamespace(stash=pytest.Stash())
     config.stash[SETTINGS_KEY] = SimpleNamespace(timeouts=None)  # type: ignore[assignment]
@@ -133,7 +134,7 @@ def end_of_run(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, exitstatus: int)
 def test_a_leftover_fails_a_run_that_would_otherwise_pass(
     fake: FakeKube, monkeypatch: pytest.MonkeyPatch, exitstatus: int, leftover: bool, expected: int
 ) -> None:
-    from kai_conformance.fixtures.session import LEFTOVERS_KEY
+    from kai_conformance.fixtures.plugin.session import LEFTOVERS_KEY
 
     fake.put(case_object("Namespace", "kc-kept", **{"kai-conformance/kept": "true"}))  # kept: never a leftover
     if leftover:

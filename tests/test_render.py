@@ -13,8 +13,8 @@ from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.topology import load_topology
 from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.ownership import MANAGED_BY, SCOPE_LABEL, TEST_ID_ANNOTATION
+from kai_conformance.fixtures.plugin.session import create_render_dir
 from kai_conformance.fixtures.render import RenderContext, case_documents, case_of, file_name, render
-from kai_conformance.fixtures.session import create_render_dir
 
 CATALOG = Catalog.load()
 

@@ -19,7 +19,7 @@ from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.suite_stack import stack_manifests
 from kai_conformance.clusters.topology import available_topologies, load_topology
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.markers import AREA_MARKERS, OPT_IN_MARKERS
+from kai_conformance.fixtures.plugin.markers import AREA_MARKERS, OPT_IN_MARKERS
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.workspace import prepare
 from tests import crd_schemas, upstream
@@ -167,7 +167,7 @@ def test_the_command_line_collects_and_renders_offline(tmp_path: Path) -> None:
     )  # fmt: skip
     assert collect.returncode == 0, collect.stdout + collect.stderr
     listed = [line for line in collect.stdout.splitlines() if "::" in line]
-    # Opt-in cases (fixtures/markers.py) are deselected unless -m names their marker: never listed by default.
+    # Opt-in cases (fixtures/plugin/markers.py) are deselected unless -m names their marker: never listed by default.
     opt_in = [entry for entry in CASES if entry.marks & set(OPT_IN_MARKERS)]
     assert opt_in and f"({len(opt_in)} deselected)" in collect.stdout
     assert len(listed) >= len(CASES) - len(opt_in)

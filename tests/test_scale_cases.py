@@ -12,7 +12,7 @@ import pytest
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.topology import available_topologies, load_topology
-from kai_conformance.fixtures.markers import not_opted_in, pytest_collection_modifyitems
+from kai_conformance.fixtures.plugin.markers import not_opted_in, pytest_collection_modifyitems
 from kai_conformance.suites.support.cases.scale import (
     GANG_SIZES,
     NON_PREEMPTIBLE,

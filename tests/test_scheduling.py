@@ -19,7 +19,7 @@ from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
-from kai_conformance.fixtures.scheduling import (
+from kai_conformance.fixtures.plugin.scheduling import (
     CaseGate,
     FileLockSlot,
     case_guard,
@@ -469,8 +469,9 @@ def test_under_xdist_serial_cases_start_first_those_that_never_take_a_slice_befo
 
 
 def test_seat_order_applies_in_xdist_workers_of_a_suite_run_only(monkeypatch, tmp_path) -> None:
-    from kai_conformance.fixtures import plugin, run, scheduling
-    from kai_conformance.fixtures.lanes import ORDINARY, SLICEABLE, read_ranks
+    from kai_conformance.fixtures import plugin, run
+    from kai_conformance.fixtures.plugin import scheduling
+    from kai_conformance.fixtures.plugin.lanes import ORDINARY, SLICEABLE, read_ranks
 
     items = [_Item("ordinary"), _Item("serial", "serial")]
     for item in items:

@@ -19,7 +19,7 @@ from kai_conformance.clusters.topology import NODE_POOL_LABEL, WORKER_INDEX_LABE
 from kai_conformance.fixtures import errors, plugin
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.partition import into_node_pool
-from kai_conformance.fixtures.scheduling import CaseGate
+from kai_conformance.fixtures.plugin.scheduling import CaseGate
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.clusters.test_plugin import run_suite, state_of
 from tests.fakes.apiserver import serve

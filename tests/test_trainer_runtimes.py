@@ -10,8 +10,8 @@ import pytest
 
 from kai_conformance.clusters import fetches, trainer_runtimes
 from kai_conformance.fixtures import errors, preflight
-from kai_conformance.fixtures.markers import AREA_MARKERS
-from kai_conformance.fixtures.session import RUNTIMES_MODULE
+from kai_conformance.fixtures.plugin.markers import AREA_MARKERS
+from kai_conformance.fixtures.plugin.session import RUNTIMES_MODULE
 from kai_conformance.suites.support import shipped_runtimes
 from tests.clusters.test_fetches import everything_local
 from tests.clusters.test_plugin import cluster_world, run_suite  # noqa: F401 (fixture)

@@ -161,7 +161,7 @@ def test_on_kind_a_kwok_that_never_runs_pods_stops_provisioning_and_the_fake_nod
     fake: FakeKube,
     tmp_path: Path,
 ) -> None:
-    from kai_conformance.fixtures.options import CATALOG
+    from kai_conformance.fixtures.plugin.options import CATALOG
     from tests.fakes.installation import make_settings
 
     tools = toolbox(stack)

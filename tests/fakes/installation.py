@@ -35,7 +35,7 @@ from kai_conformance.clusters.topology import WORKER_INDEX_LABEL
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.kube.kinds import Kind
-from kai_conformance.fixtures.options import CATALOG
+from kai_conformance.fixtures.plugin.options import CATALOG
 from kai_conformance.fixtures.settings import InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY

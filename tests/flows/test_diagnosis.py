@@ -13,7 +13,7 @@ import pytest
 from kai_conformance.clusters.suite_stack import queue, unlimited_resources
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.recording import failure_kind
+from kai_conformance.fixtures.plugin.recording import failure_kind
 from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.reports.categories import classify
 from kai_conformance.suites import test_gang, test_labels, test_podgrouper, test_preemption, test_queues

@@ -11,7 +11,7 @@ import pytest
 from kai_conformance.clusters.install.crds import SUITE_KINDS, check_crds
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.options import CATALOG
+from kai_conformance.fixtures.plugin.options import CATALOG
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests import crd_schemas
 from tests.fakes.installation import crd

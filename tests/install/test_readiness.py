@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.clusters.install.readiness import jobset_probe, podgroup_probe, queue_probe, trainer_probe
-from kai_conformance.fixtures.options import CATALOG
+from kai_conformance.fixtures.plugin.options import CATALOG
 from tests import crd_schemas
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from kai_conformance.fixtures import errors, waits
-from kai_conformance.fixtures.recording import failure_kind
+from kai_conformance.fixtures.plugin.recording import failure_kind
 from kai_conformance.reports import categories
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.fixtures.github_action import Outcome
-from kai_conformance.fixtures.reporting import counted_by_pytest, uncounted
+from kai_conformance.fixtures.plugin.reporting import counted_by_pytest, uncounted
 from kai_conformance.reports import generate
 from kai_conformance.reports.__main__ import main
 from kai_conformance.reports.model import RunRecords, build

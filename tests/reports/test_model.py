@@ -202,8 +202,8 @@ def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> N
     from types import SimpleNamespace
 
     from kai_conformance.clusters.topology import load_topology
-    from kai_conformance.fixtures.options import CATALOG
-    from kai_conformance.fixtures.reporting import describe_run
+    from kai_conformance.fixtures.plugin.options import CATALOG
+    from kai_conformance.fixtures.plugin.reporting import describe_run
     from kai_conformance.fixtures.settings import InstallSources
 
     settings = SimpleNamespace(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kai_conformance.fixtures.markers import AREA_MARKERS
+from kai_conformance.fixtures.plugin.markers import AREA_MARKERS
 from kai_conformance.reports import html, markdown
 from kai_conformance.reports.model import AREAS, RunRecords, build
 from kai_conformance.reports.records import CaseRecord

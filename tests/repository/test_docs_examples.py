@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kai_conformance.fixtures import options
+from kai_conformance.fixtures.plugin import options
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

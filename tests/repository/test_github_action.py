@@ -17,9 +17,10 @@ import pytest
 import yaml
 
 from kai_conformance.clusters.catalog import Catalog
-from kai_conformance.fixtures import github_action, options
+from kai_conformance.fixtures import github_action
 from kai_conformance.fixtures.errors import UsageError
 from kai_conformance.fixtures.github_action import OPTION_INPUTS, Outcome, Shape, command_line
+from kai_conformance.fixtures.plugin import options
 from kai_conformance.reports import generate
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord
