@@ -222,3 +222,15 @@ def test_the_slices_probes_run_side_by_side(fake: FakeKube, monkeypatch: pytest.
     record = slices.install_slices(lambda: fake, "run", layouts, "img", TimeoutPolicy(scale=1.0))
     assert sorted(record) == ["kc-slice-1", "kc-slice-2"]
     assert record["kc-slice-2"]["nodes"] == ["kc-worker7", "kc-worker8", "kc-worker9"]
+
+
+def test_the_areas_that_use_fake_nodes_never_take_a_slice() -> None:
+    """A slice holds only its kind workers; the fake nodes of a scale or chaos run are the shared node pool's. A burst
+    seated in a slice judged 12 GPUs instead of 2,412 on real kind (300 fake nodes): each such case is
+    ``shared_workers``, so the seat it takes is the shared workers' (``sliceable`` false in fixtures/plugin/scheduling)."""
+    from tests.suite_cases import suite_cases
+
+    fake_node_cases = [c for c in suite_cases() if c.marks & {"scale", "chaos"}]
+    assert {"scale", "chaos"} <= set().union(*(c.marks for c in fake_node_cases))
+    sliceable = [c.test for c in fake_node_cases if "shared_workers" not in c.marks]
+    assert not sliceable, f"these scale/chaos cases could be seated in a slice, away from the fake nodes: {sliceable}"

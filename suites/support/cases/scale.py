@@ -20,7 +20,7 @@ import pytest
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import DEFAULT_SCHEDULER_RUNTIME
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.suites.support.cases.contract import Manifest, WholeCluster
+from kai_conformance.suites.support.cases.contract import SHARED_WORKERS, Manifest, WholeCluster
 from kai_conformance.suites.support.expectations import DEFAULT_PRIORITY_CLASS, PRIORITY_CLASSES
 from kai_conformance.suites.support.workloads import UNLIMITED, case_queue, case_train_job, queue_name, train_job
 
@@ -149,13 +149,15 @@ def named(gangs: list[tuple[int, int, str, str]]) -> tuple[PlannedGang, ...]:
 # ------------------------------------------------------------------------------------------------------ the cases
 class BurstCase(WholeCluster):
     """What every burst shares: its plan from the layout, its queues and its TrainJobs (in submission order). Serial
-    and disruptive: a burst fills the cluster."""
+    and disruptive: a burst fills the cluster. Never in a slice: the fake nodes a scale run adds belong to the shared
+    node pool, and a burst seated in a slice judged its 3 kind workers' GPUs instead of the cluster's (on real kind,
+    300 fake nodes, 2026-11-27)."""
 
     def plan(self, layout: GpuLayout) -> BurstPlan:
         raise NotImplementedError
 
     def marks(self) -> tuple[pytest.MarkDecorator, ...]:
-        return (SCALE, *super().marks())
+        return (SCALE, SHARED_WORKERS, *super().marks())
 
     def queues(self, ctx: RenderContext) -> list[Manifest]:
         return [case_queue(ctx, q.role, gpu_quota=q.quota, gpu_limit=q.limit) for q in self.plan(ctx.layout).queues]
