@@ -29,7 +29,7 @@ from kai_conformance.suites.support.expectations_sharing import RESERVATION_NAME
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests.fakes.controllers import Faults
 from tests.fakes.kai_sharing import SharingFaults
-from tests.fakes.simulation import SCHEDULER
+from tests.fakes.simulation import SCHEDULER, TRAINER_CONTROLLER
 from tests.flows import Harness
 
 #: Mix times × 0.02 (a 20 s mix takes 0.4 s), settle grace 0.1 s; garbage collection may take 0.4 s.
@@ -41,7 +41,10 @@ SHARING_OFF = SharingSupport(False, "Config kai-config spec.admission.gpuSharing
 
 
 def harness_for(flow, faults: Faults | None = None) -> Harness:
-    return flow(faults, background=True, timeouts=TIMEOUTS, restartable=DOWNTIME)
+    """The controllers in the background (the mix watches) and caught up before each of the mix's API calls: a step
+    of the mix meets the cluster as every earlier step left it, on any machine, and a restart (its pods deleted at
+    its moment) precedes the steps after it."""
+    return flow(faults, background=True, timeouts=TIMEOUTS, restartable=DOWNTIME, catch_up=True)
 
 
 def run_mix(harness: Harness, mix: ChaosMix) -> Outcome:
@@ -237,9 +240,15 @@ def test_a_webhook_a_restart_took_down_is_waited_out_not_failed_on(flow, fast_po
     """Seen on real kind: right after the queue-controller's restart its Queue webhook refused connections (500),
     and the next mix's Queue failed the case. A component's own webhook refuses writes while it is down
     (tests/fakes/restarts.py); the mix's writes retry until it serves again."""
-    harness = flow(background=True, timeouts=TIMEOUTS, restartable=0.3)
+    harness = harness_for(flow)
+    controllers = harness.controllers
+    assert controllers is not None
+    # The Trainer stays down until its webhook refused the TrainJob: the arrival meets it down on any machine.
+    controllers.comes_back = lambda component: component != TRAINER_CONTROLLER or bool(controllers.refused_writes)
     outcome = run_mix(harness, mix(two(arrive=1), faults=(Fault("trainer", 0),)))
     applies = [c for c in harness.fake.operations("apply") if c.kind == "TrainJob"]
+    refused = controllers.refused_writes
+    assert refused[:1] == [f"{TRAINER_CONTROLLER}: apply TrainJob m1-w00"], refused
     assert len(applies) >= 2, "the TrainJob met the Trainer webhook down at least once"
     assert not outcome.violated and outcome.status.startswith("2 of 2 pods bound"), outcome.summary()
 

@@ -204,14 +204,16 @@ class MixRunner:
             for moment, _, what, whom in steps(mix):
                 self._hold_until(begin + moment * self.timeouts.scale, ledger, lock, watchers)
                 now = time.time()
-                with lock:
-                    if isinstance(whom, Fault):
+                if isinstance(whom, Fault):
+                    with lock:
                         ledger.note(now, "", f"restart {whom.component}")
                         ledger.restarting(whom.component, now)
-                        done = pool.submit(self.restarter.restart, whom.component)
-                        done.add_done_callback(_told_back(ledger, lock))
-                        restarts.append((whom, now, done))
-                    else:
+                    # Begun here, waited for in the pool: the next step meets the component restarting.
+                    done = pool.submit(self.restarter.begin(whom.component))
+                    done.add_done_callback(_told_back(ledger, lock))
+                    restarts.append((whom, now, done))
+                else:
+                    with lock:
                         self._act(what, whom, ledger, now, trainjobs)
             self._settle(ledger, lock, watchers, restarts)
         except ConditionViolated:

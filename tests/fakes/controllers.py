@@ -106,15 +106,24 @@ class SimulatedControllers(
         self._publish_components(downtime)
         return self
 
-    def run_in_background(self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005) -> Callable[[], None]:
+    def run_in_background(
+        self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005, catch_up: bool = False
+    ) -> Callable[[], None]:
         """Reconcile in a thread of its own, round after round, as real controllers do, instead of before every API
         call: for cases that observe by watch (scale bursts), which make no API call while they wait. Each round is
         one pass of every controller (one KAI scheduling cycle) under the API server's lock; ``busy`` seconds pass
         after a round that changed something (the suite's requests get in, and a burst of them meets the next round
         together, as API requests meet a controller's work queue), ``idle`` after one that changed nothing. Returns
-        the function that stops the thread (and takes the pods of :meth:`restartable` components away)."""
+        the function that stops the thread (and takes the pods of :meth:`restartable` components away).
+
+        ``catch_up``: the controllers also reconcile until nothing changes before every API call of the suite, as
+        :meth:`install` makes them, so each call meets a cluster that has done everything its earlier writes asked,
+        however far the thread fell behind on a busy machine (a chaos mix deleting a TrainJob a moment after its
+        arrival deletes a bound gang, not one the thread never got to)."""
         if publish:
             stack.publish(self.fake, self.faults, self.kai_version)
+        if catch_up:
+            self.fake.reactors.append(self._react)
         stopping = threading.Event()
 
         def loop() -> None:
