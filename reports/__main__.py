@@ -5,6 +5,7 @@ python -m kai_conformance.reports generate DIR              rewrite DIR's report
 python -m kai_conformance.reports sample OUT                a made-up report showing every status (demo, screenshot)
 python -m kai_conformance.reports compare BASE NEW          exit 1 when NEW's metrics regressed past a threshold
 python -m kai_conformance.reports diff BASE NEW             what changed: verdicts, observations, metrics, versions
+python -m kai_conformance.reports flakes DIR1 DIR2 ...      each case's verdicts over many runs; flips on the same versions
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kai_conformance.reports import compare, diff, generate, metrics
+from kai_conformance.reports import compare, diff, flakes, generate, metrics
 
 
 def _print(written: generate.Written, step_summary: bool = True) -> None:
@@ -25,6 +26,12 @@ def _print(written: generate.Written, step_summary: bool = True) -> None:
     summary = generate.append_step_summary(written.markdown) if step_summary else None
     if summary is not None:
         print(f"  appended the Markdown summary to $GITHUB_STEP_SUMMARY ({summary})")
+
+
+def _merge(out: Path, directories: list[Path], title: str) -> None:
+    """Merge, then name the cases whose verdict changed over the merged runs with the versions unchanged."""
+    _print(generate.merge(out, directories, title))
+    print(flakes.merge_note(directories))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                          help="a latency must also be this many seconds slower to regress (default %(default)s)")  # fmt: skip
     changes.add_argument("--statistic", action="append", choices=metrics.STATISTICS,
                          help="gate on this statistic (repeatable; default p50 and p95)")  # fmt: skip
+    flakes.add_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "flakes":
+        return flakes.command(args.dirs)
     if args.command == "diff":
         try:
             statistics = args.statistic or compare.DEFAULT_STATISTICS
@@ -89,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             return compare.USAGE
     try:
         if args.command == "merge":
-            _print(generate.merge(args.out, args.dirs, args.title))
+            _merge(args.out, args.dirs, args.title)
         elif args.command == "generate":
             _print(generate.write_reports(args.dir, generate.load(args.dir), args.title))
         else:
