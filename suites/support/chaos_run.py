@@ -315,7 +315,13 @@ class MixRunner:
                 if broken:
                     raise ConditionViolated(f"chaos invariant violated: {broken[0]}")
                 verdict = ledger.settled(now, self.quiet)
-            return Observation(verdict.ok, verdict.explanation)
+            if not verdict.ok:
+                return Observation(False, verdict.explanation)
+            listed = self.kube.list(kinds.POD, self.ctx.namespace)
+            with lock:  # settled on the watches' view: once that view has caught up with the cluster
+                lag = ledger.lags(listed)
+            return Observation(not lag, f"{verdict.explanation}; the watches lag behind: {', '.join(lag[:5])}"
+                               if lag else verdict.explanation)  # fmt: skip
 
         eventually(probe, what="the mix settled after its last step", timeout=self.timeouts("schedule"),
                    interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
