@@ -38,6 +38,20 @@ def test_eventually_returns_as_soon_as_the_state_holds() -> None:
     assert time.monotonic() - started < 0.5
 
 
+def test_a_budget_spent_before_the_first_look_still_gets_its_looks() -> None:
+    """A machine too busy to look within the budget (here: a budget of 0 s) looks MIN_PROBES times before giving up,
+    so a state that arrives on the cluster's own events (the fakes' "Established after two API calls") is seen."""
+    assert waits.MIN_PROBES == 3
+    probe, calls = counter_probe(ok_after=2)
+    assert eventually(probe, what="CRDs Established", timeout=0, interval=0.001).ok and calls["n"] == 3
+    late, looks = counter_probe(ok_after=3)
+    with pytest.raises(ConditionNotMet, match="not reached within 0s"):
+        eventually(late, what="CRDs Established", timeout=0, interval=0.001)
+    assert looks["n"] == 3
+    steady, held = counter_probe(ok_after=0)
+    assert consistently(steady, what="nothing bound", hold=0, interval=0.001).last.ok and held["n"] == 3
+
+
 def test_eventually_timeout_carries_the_last_observation_and_a_diff() -> None:
     probe, _ = counter_probe(ok_after=10_000)
     with pytest.raises(ConditionNotMet) as failure:
