@@ -51,6 +51,8 @@ class Settings:
     hogs: int
     hog_seconds: float
     pytest_args: tuple[str, ...]
+    #: Where each run's JUnit file is kept (its failures' messages), or None: a scratch directory, removed.
+    junit_dir: Path | None = None
 
 
 def parse(argv: Sequence[str]) -> Settings:
@@ -60,6 +62,7 @@ def parse(argv: Sequence[str]) -> Settings:
     parser.add_argument("--hogs", type=int, default=os.cpu_count() or 1, help="busy processes (default: one per core)")
     parser.add_argument("--hog-seconds", type=float, default=7200.0,
                         help="the longest a hog lives, whatever happens to this script (default 7200)")  # fmt: skip
+    parser.add_argument("--junit-dir", type=Path, help="keep each run's JUnit file here (run-N.xml)")
     args = parser.parse_args(own)
     if args.runs < 1:
         raise UsageError(f"--runs {args.runs}: give at least 1 run")
@@ -67,7 +70,8 @@ def parse(argv: Sequence[str]) -> Settings:
         raise UsageError(f"--hogs {args.hogs}: give 0 (no load) or more busy processes")
     if args.hog_seconds <= 0:
         raise UsageError(f"--hog-seconds {args.hog_seconds:g}: give a positive bound")
-    return Settings(args.runs, args.hogs, args.hog_seconds, tuple(given) if given else DEFAULT_PYTEST_ARGS)
+    pytest_args = tuple(given) if given else DEFAULT_PYTEST_ARGS
+    return Settings(args.runs, args.hogs, args.hog_seconds, pytest_args, args.junit_dir)
 
 
 def _split(argv: list[str]) -> tuple[list[str], bool, list[str]]:
@@ -181,9 +185,11 @@ def _runs(settings: Settings, run: Callable[[Sequence[str], Path], RunResult]) -
     results: list[RunResult] = []
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="selftest-load-") as scratch, Hogs(settings.hogs, settings.hog_seconds):
+        junits = settings.junit_dir or Path(scratch)
+        junits.mkdir(parents=True, exist_ok=True)
         try:
             for number in range(1, settings.runs + 1):
-                result = run(settings.pytest_args, Path(scratch) / f"run-{number}.xml")
+                result = run(settings.pytest_args, junits / f"run-{number}.xml")
                 results.append(result)
                 verdict = "passed" if result.code == 0 else f"{len(result.failed)} failed: " + ", ".join(result.failed)
                 print(f"run {number}/{settings.runs}: {result.passed} passed, {verdict} ({result.seconds:.0f}s)",

@@ -17,8 +17,21 @@ def test_the_defaults_are_ten_runs_of_the_whole_self_tests_with_a_hog_per_core()
     settings = selftest_load.parse([])
     assert (settings.runs, settings.hogs) == (10, os.cpu_count())
     assert settings.pytest_args == ("tests", "-n", "auto", "-q", "-p", "no:cacheprovider")
-    given = selftest_load.parse(["--runs", "3", "--hogs", "0", "--", "tests/test_waits.py", "-n", "0"])
-    assert (given.runs, given.hogs, given.pytest_args) == (3, 0, ("tests/test_waits.py", "-n", "0"))
+    assert settings.junit_dir is None
+    given = selftest_load.parse(["--runs", "3", "--hogs", "0", "--junit-dir", "out", "--", "tests/test_waits.py"])
+    assert (given.runs, given.hogs, given.pytest_args, given.junit_dir) == (3, 0, ("tests/test_waits.py",), Path("out"))
+
+
+def test_the_runs_junit_files_are_kept_where_asked(tmp_path: Path) -> None:
+    written: list[Path] = []
+
+    def run(args: Sequence[str], junit: Path) -> RunResult:
+        written.append(junit)
+        return RunResult(0, 0.0)
+
+    selftest_load.main(["--runs", "2", "--hogs", "0", "--junit-dir", str(tmp_path / "junit")], run=run)
+    assert written == [tmp_path / "junit" / "run-1.xml", tmp_path / "junit" / "run-2.xml"]
+    assert (tmp_path / "junit").is_dir()
 
 
 @pytest.mark.parametrize(

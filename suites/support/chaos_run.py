@@ -370,9 +370,12 @@ class MixRunner:
             return Observation(pods == requests == reserved == 0, f"{pods} pod(s), {requests} BindRequest(s), "
                                f"{reserved} reservation pod(s) left")  # fmt: skip
 
+        # Three times the longer of the two graces it judges (gc: BindRequests; api: reservation pods), so a leftover
+        # is judged past its grace, with room for a busy machine, before the wait gives up; 1.5 × gc alone was no
+        # longer than the reservation pods' grace where gc is set short.
+        longest = max(self.timeouts("gc"), self.timeouts("api"))
         with contextlib.suppress(ConditionViolated):  # recorded in the ledger
-            eventually(probe, what="the mix's pods, BindRequests and reservation pods gone",
-                       timeout=self.timeouts("gc") * 1.5,
+            eventually(probe, what="the mix's pods, BindRequests and reservation pods gone", timeout=3 * longest,
                        interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
 
 
