@@ -93,7 +93,7 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
         background: bool = False,
         timeouts: TimeoutPolicy | None = None,
         restartable: float | None = None,
-        catch_up: bool = False,
+        catch_up: bool | tuple[str, ...] = False,
     ) -> Harness:
         """``clock``: cluster time for the controllers and the observer (default: the wall clock). ``background``:
         the controllers reconcile in a thread of their own instead of before every API call, for cases that observe
