@@ -101,7 +101,7 @@ def test_consistently_holds_for_the_whole_hold() -> None:
     started = time.monotonic()
     consistently(probe, what="no pod bound", hold=0.1, interval=0.01)
     assert time.monotonic() - started >= 0.1
-    assert calls["n"] >= 5
+    assert calls["n"] >= waits.MIN_PROBES  # how many more looks fit in 0.1 s is the machine's speed
 
 
 def test_consistently_fails_on_the_first_violation_with_what_was_seen() -> None:
