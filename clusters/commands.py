@@ -23,6 +23,10 @@ from kai_conformance.fixtures import errors
 
 #: Lines of a failed command's output quoted in the error.
 TAIL_LINES = 20
+#: Seconds a command is given at least, whatever its budget: starting a process (a Python tool, docker's client)
+#: alone takes seconds on a busy machine, so a budget scaled below that (``--timeout-scale 0.01``, as the self-tests
+#: run the plugin) would fail a command that was never slow.
+MIN_COMMAND_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,9 @@ def run(
     env: Mapping[str, str] | None = None,
     check: bool = True,
 ) -> Completed:
-    """Run ``argv`` and capture its output; raises :class:`CommandFailed` unless ``check`` is off."""
+    """Run ``argv`` and capture its output; raises :class:`CommandFailed` unless ``check`` is off. ``timeout`` is
+    raised to :data:`MIN_COMMAND_SECONDS`."""
+    timeout = max(timeout, MIN_COMMAND_SECONDS)
     full_env = {**os.environ, **env} if env else None
     try:
         proc = subprocess.run(

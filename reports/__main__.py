@@ -5,6 +5,7 @@ python -m kai_conformance.reports generate DIR              rewrite DIR's report
 python -m kai_conformance.reports sample OUT                a made-up report showing every status (demo, screenshot)
 python -m kai_conformance.reports compare BASE NEW          exit 1 when NEW's metrics regressed past a threshold
 python -m kai_conformance.reports diff BASE NEW             what changed: verdicts, observations, metrics, versions
+python -m kai_conformance.reports flakes DIR1 DIR2 ...      each case's verdicts over many runs; flips on the same versions
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kai_conformance.reports import compare, diff, generate, metrics
+from kai_conformance.reports import compare, diff, flakes, generate, metrics
 
 
 def _print(written: generate.Written, step_summary: bool = True) -> None:
@@ -27,7 +28,13 @@ def _print(written: generate.Written, step_summary: bool = True) -> None:
         print(f"  appended the Markdown summary to $GITHUB_STEP_SUMMARY ({summary})")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _merge(out: Path, directories: list[Path], title: str) -> None:
+    """Merge, then name the cases whose verdict changed over the merged runs with the versions unchanged."""
+    _print(generate.merge(out, directories, title))
+    print(flakes.merge_note(directories))
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kai_conformance.reports", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     merge = commands.add_parser("merge", help="merge several report directories into OUT")
@@ -73,7 +80,14 @@ def main(argv: list[str] | None = None) -> int:
                          help="a latency must also be this many seconds slower to regress (default %(default)s)")  # fmt: skip
     changes.add_argument("--statistic", action="append", choices=metrics.STATISTICS,
                          help="gate on this statistic (repeatable; default p50 and p95)")  # fmt: skip
-    args = parser.parse_args(argv)
+    flakes.add_command(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "flakes":
+        return flakes.command(args.dirs)
     if args.command == "diff":
         try:
             statistics = args.statistic or compare.DEFAULT_STATISTICS
@@ -90,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             return compare.USAGE
     try:
         if args.command == "merge":
-            _print(generate.merge(args.out, args.dirs, args.title))
+            _merge(args.out, args.dirs, args.title)
         elif args.command == "generate":
             title = args.title or generate.inherited_title([args.dir])
             _print(generate.write_reports(args.dir, generate.load(args.dir), title))

@@ -28,14 +28,17 @@ def in_parallel(tasks: dict[str, Callable[[], T]], *, cancellable: bool = False)
     failures: dict[str, BaseException] = {}
     interrupted = threading.Event()
     inherited = watched()
+    ended = {name: threading.Event() for name in tasks}
 
     def work(name: str, task: Callable[[], T]) -> None:
-        if cancellable:
-            cancel_on(interrupted, *inherited)
         try:
+            if cancellable:
+                cancel_on(interrupted, *inherited)
             results[name] = task()
         except BaseException as exc:  # reported by the caller's thread
             failures[name] = exc
+        finally:
+            ended[name].set()
 
     threads = [threading.Thread(target=work, args=item, name=f"kai-conformance-{item[0]}", daemon=True)
                for item in tasks.items()]  # fmt: skip
@@ -49,9 +52,12 @@ def in_parallel(tasks: dict[str, Callable[[], T]], *, cancellable: bool = False)
             raise
         interrupted.set()
         progress.report(f"interrupted: {', '.join(tasks)} removing what they made")
-        for thread in threads:
+        # Each task's own end, not Thread.join: a join the interruption broke leaves the thread marked stopped while it
+        # still runs (CPython 3.11's bpo-45274 handling releases the running thread's lock), and a later join returns
+        # at once, before the task removed what it made (seen under load: the self-test's probe still had its object).
+        for name, thread in zip(tasks, threads, strict=True):
             if thread.ident is not None:  # started, even if the interruption came inside its start()
-                thread.join()
+                ended[name].wait()
         raise
     if len(failures) == 1:
         raise next(iter(failures.values()))

@@ -36,9 +36,17 @@ def test_unchecked_failures_are_returned() -> None:
     assert commands.run([*PY, "raise SystemExit(2)"], timeout=10, check=False).returncode == 2
 
 
-def test_timeout_is_named() -> None:
+def test_timeout_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commands, "MIN_COMMAND_SECONDS", 0.05)
     with pytest.raises(commands.CommandFailed, match=r"did not finish within 0s"):
         commands.run([*PY, "import time; time.sleep(5)"], timeout=0.05)
+
+
+def test_a_budget_below_the_floor_gives_the_command_the_floor() -> None:
+    """A budget scaled to a fraction of a second (``--timeout-scale 0.01``) still lets a command that takes 0.5 s
+    finish: at the floor of 10 s a start on a loaded machine is covered twentyfold."""
+    assert commands.MIN_COMMAND_SECONDS >= 10
+    assert commands.run([*PY, "import time; time.sleep(0.5)"], timeout=0.01).returncode == 0
 
 
 def test_a_missing_executable_names_how_to_get_it() -> None:

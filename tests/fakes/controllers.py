@@ -34,7 +34,7 @@ Not simulated: events other than the ones the suites read, image pulls.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from tests.fakes import stack
 from tests.fakes.binder import Binder
@@ -106,15 +106,32 @@ class SimulatedControllers(
         self._publish_components(downtime)
         return self
 
-    def run_in_background(self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005) -> Callable[[], None]:
+    def run_in_background(
+        self, *, publish: bool = True, busy: float = 0.02, idle: float = 0.005, catch_up: bool | Collection[str] = False
+    ) -> Callable[[], None]:
         """Reconcile in a thread of its own, round after round, as real controllers do, instead of before every API
         call: for cases that observe by watch (scale bursts), which make no API call while they wait. Each round is
         one pass of every controller (one KAI scheduling cycle) under the API server's lock; ``busy`` seconds pass
         after a round that changed something (the suite's requests get in, and a burst of them meets the next round
         together, as API requests meet a controller's work queue), ``idle`` after one that changed nothing. Returns
-        the function that stops the thread (and takes the pods of :meth:`restartable` components away)."""
+        the function that stops the thread (and takes the pods of :meth:`restartable` components away).
+
+        ``catch_up``: the controllers also reconcile until nothing changes before every API call of the suite, as
+        :meth:`install` makes them, so each call meets a cluster that has done everything its earlier writes asked,
+        however far the thread fell behind on a busy machine (a chaos mix deleting a TrainJob a moment after its
+        arrival deletes a bound gang, not one the thread never got to). A collection of operations (``("list",)``)
+        catches up before those only: a burst's writes still meet the thread's rounds together, and whatever the suite
+        lists to judge a settled state is what the controllers leave once they have nothing left to do."""
         if publish:
             stack.publish(self.fake, self.faults, self.kai_version)
+        if catch_up:
+            only = None if catch_up is True else frozenset(catch_up)
+
+            def react(fake: FakeKube, call: Call) -> None:
+                if only is None or call.operation in only:
+                    self._react(fake, call)
+
+            self.fake.reactors.append(react)
         stopping = threading.Event()
 
         def loop() -> None:

@@ -92,6 +92,11 @@ class Restarts(Binder, KaiLifecycle):
         self.downtime = DEFAULT_DOWNTIME
         #: The clock downtime is measured on (a self-test may replace it).
         self.monotonic: Callable[[], float] = time.monotonic
+        #: Whether a component whose downtime is over may come back: a self-test holds one down until an event of
+        #: its own (say, its webhook refused a write), instead of racing the downtime against the wall clock.
+        self.comes_back: Callable[[str], bool] = lambda component: True
+        #: The writes a down component's webhook refused, as "<component>: <operation> <kind> <name>".
+        self.refused_writes: list[str] = []
         self._components: dict[str, ComponentState] = {}
 
     # ------------------------------------------------------------------------------------------- public
@@ -112,8 +117,16 @@ class Restarts(Binder, KaiLifecycle):
         self._components[component].restarts = max(self._components[component].restarts, 1)
 
     def component_up(self, component: str) -> bool:
+        """Up: not down, and its pod neither gone nor being deleted. A deleted pod takes the component down at the
+        DELETE itself (its container exits on SIGTERM), not at the next round of the controllers: the call after a
+        restart's DELETE meets it down, whenever the background thread gets its turn."""
         state = self._components.get(component)
-        return state is None or state.down_since is None
+        if state is None:
+            return True
+        if state.down_since is not None:
+            return False
+        pod = self.fake.store.get(self.fake._key(kinds.POD, state.deployment.namespace, state.pod))
+        return pod is not None and uid_of(pod) == state.uid and not is_terminating(pod)
 
     def remove_components(self) -> None:
         """Take the component pods away (their Deployments stay) and stop tracking them: the cluster's end."""
@@ -141,7 +154,7 @@ class Restarts(Binder, KaiLifecycle):
         if served is None or self.component_up(served[0]):
             return
         component, webhook, service = served
-        del component  # named for the reader: whose webhook it is
+        self.refused_writes.append(f"{component}: {operation} {obj['kind']} {obj['metadata'].get('name')}")
         raise errors.ServerError(
             f"{operation} {obj['kind']} {obj['metadata'].get('name')}", 500, "InternalError",
             f'Internal error occurred: failed calling webhook "{webhook}": failed to call webhook: Post '
@@ -164,6 +177,8 @@ class Restarts(Binder, KaiLifecycle):
         mine = pod is not None and uid_of(pod) == state.uid
         if pod is not None and mine and not is_terminating(pod):
             if state.down_since is None or now - state.down_since < self.downtime:
+                return False
+            if not self.comes_back(spec.component):
                 return False
             return self._come_back(state)
         if mine:  # deleted but kept (a finalizer, a grace period): its container exits on SIGTERM within the round
@@ -212,8 +227,7 @@ class Restarts(Binder, KaiLifecycle):
 
     # ------------------------------------------------------------------------------------------- hooks
     def _acts(self, component: str) -> bool:
-        state = self._components.get(component)
-        return (state is None or state.down_since is None) and super()._acts(component)
+        return self.component_up(component) and super()._acts(component)
 
     def _restarted(self, component: str) -> bool:
         return self.restart_count(component) > 0 or super()._restarted(component)

@@ -94,11 +94,13 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
         background: bool = False,
         timeouts: TimeoutPolicy | None = None,
         restartable: float | None = None,
+        catch_up: bool | tuple[str, ...] = False,
     ) -> Harness:
         """``clock``: cluster time for the controllers and the observer (default: the wall clock). ``background``:
         the controllers reconcile in a thread of their own instead of before every API call, for cases that observe
         by watch; ``timeouts``: the policy of that harness (default: the fast one); ``restartable``: the components
-        run as Deployments whose deleted pods come back after that many seconds (tests/fakes/restarts.py)."""
+        run as Deployments whose deleted pods come back after that many seconds (tests/fakes/restarts.py); ``catch_up``:
+        the background controllers also catch up before each API call (:meth:`SimulatedControllers.run_in_background`)."""
         fake = FakeKube(clock=clock) if clock else FakeKube()
         for obj in stack_manifests(IMAGE):
             fake.apply(prepare(obj, RUN, "", ""))
@@ -106,7 +108,7 @@ def flow_fixture(fast_timeouts: TimeoutPolicy, monkeypatch: pytest.MonkeyPatch) 
         if restartable is not None:  # the components as Deployments whose pods a chaos run deletes
             controllers.restartable(restartable)
         if background:
-            stops.append(controllers.run_in_background())
+            stops.append(controllers.run_in_background(catch_up=catch_up))
         else:
             controllers.install()
         policy = timeouts or fast_timeouts

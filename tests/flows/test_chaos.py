@@ -7,6 +7,7 @@ reservation pod behind after its restart is caught by ``no-leftover-reservation`
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +31,7 @@ from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAME
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests.fakes.controllers import Faults
 from tests.fakes.kai_sharing import SharingFaults
-from tests.fakes.simulation import SCHEDULER
+from tests.fakes.simulation import SCHEDULER, TRAINER_CONTROLLER
 from tests.flows import Harness
 
 #: Mix times × 0.02 (a 20 s mix takes 0.4 s), settle grace 0.1 s; garbage collection may take 0.4 s.
@@ -42,7 +43,10 @@ SHARING_OFF = SharingSupport(False, "Config kai-config spec.admission.gpuSharing
 
 
 def harness_for(flow, faults: Faults | None = None) -> Harness:
-    return flow(faults, background=True, timeouts=TIMEOUTS, restartable=DOWNTIME)
+    """The controllers in the background (the mix watches) and caught up before each of the mix's API calls: a step
+    of the mix meets the cluster as every earlier step left it, on any machine, and a restart (its pods deleted at
+    its moment) precedes the steps after it."""
+    return flow(faults, background=True, timeouts=TIMEOUTS, restartable=DOWNTIME, catch_up=True)
 
 
 def run_mix(harness: Harness, mix: ChaosMix) -> Outcome:
@@ -165,6 +169,20 @@ def restarted_before_each_mix(monkeypatch: pytest.MonkeyPatch, harness: Harness)
     monkeypatch.setattr(chaos_run.MixRunner, "run", restarted)
 
 
+def running_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search draws mixes whose TrainJobs run to the mix's end (no deletion, suspension, completion or failure):
+    a gang the broken scheduler leaves partial stays so until the settle gives up, far past the grace, so the mix the
+    search shrinks to violates again when replayed. With timed endings the shrinker drives a workload's lifetime down
+    to the shortest that still outlived the grace once, and whether the replay's gang outlives it then is a race
+    between the mix's clock and the simulated cluster."""
+
+    def runs(mix: ChaosMix) -> ChaosMix:
+        kept = tuple(dataclasses.replace(w, ending="runs", after=0.0, resume_after=None) for w in mix.workloads)
+        return dataclasses.replace(mix, workloads=kept)
+
+    monkeypatch.setattr(test_chaos, "mixes", lambda *args, **kwargs: mixes(*args, **kwargs).map(runs))
+
+
 def run_case(harness: Harness, chaos: ChaosSettings, report_dir: Path, sharing: SharingSupport = SHARING_OFF) -> None:
     stub = SimpleNamespace(report_dir=report_dir)
     settings = SimpleNamespace(combination=harness.ctx.combination, kubernetes="1.34")
@@ -240,8 +258,9 @@ def test_a_kai_broken_after_a_restart_is_found_shrunk_written_and_replayed(
 ) -> None:
     harness = harness_for(flow, Faults(restart_breaks_gangs_of=2))
     restarted_before_each_mix(monkeypatch, harness)
-    # The broken scheduler never places a gang's last pod: the gang is seen partial, or (a pod of it already failed,
-    # so it is leaving) it waits whole while it fits.
+    running_to_the_end(monkeypatch)
+    # The broken scheduler never places a gang's last pod: the gang is seen partial, or (none of it placed) it waits
+    # whole while it fits.
     with pytest.raises(
         AssertionError, match=r"chaos invariant violated: (gang-never-partial|fitting-gangs-bound)"
     ) as failure:
@@ -267,9 +286,15 @@ def test_a_webhook_a_restart_took_down_is_waited_out_not_failed_on(flow, fast_po
     """Seen on real kind: right after the queue-controller's restart its Queue webhook refused connections (500),
     and the next mix's Queue failed the case. A component's own webhook refuses writes while it is down
     (tests/fakes/restarts.py); the mix's writes retry until it serves again."""
-    harness = flow(background=True, timeouts=TIMEOUTS, restartable=0.3)
+    harness = harness_for(flow)
+    controllers = harness.controllers
+    assert controllers is not None
+    # The Trainer stays down until its webhook refused the TrainJob: the arrival meets it down on any machine.
+    controllers.comes_back = lambda component: component != TRAINER_CONTROLLER or bool(controllers.refused_writes)
     outcome = run_mix(harness, mix(two(arrive=1), faults=(Fault("trainer", 0),)))
     applies = [c for c in harness.fake.operations("apply") if c.kind == "TrainJob"]
+    refused = controllers.refused_writes
+    assert refused[:1] == [f"{TRAINER_CONTROLLER}: apply TrainJob m1-w00"], refused
     assert len(applies) >= 2, "the TrainJob met the Trainer webhook down at least once"
     assert not outcome.violated and outcome.status.startswith("2 of 2 pods bound"), outcome.summary()
 

@@ -161,6 +161,35 @@ def test_removal_reports_a_parent_queue_the_webhook_keeps(fake: FakeKube) -> Non
     assert "deletion refused: cannot delete queue kai-conformance: it has child queues [q1]" in problems[0]
 
 
+def test_an_interrupted_run_waits_for_a_task_still_running_though_the_interruption_broke_its_join() -> None:
+    """A Ctrl-C that breaks the main thread's ``Thread.join`` leaves the thread marked stopped while it still runs
+    (CPython 3.11, bpo-45274's handling), so a second join returns at once: the wait is on each task's own end. The
+    task here ends 1 s after the interruption (a stated margin: with a second join the main thread went on at once,
+    long before it); the main thread must not go on before."""
+    import signal
+    import time
+
+    running, ended = threading.Event(), []
+
+    def slow_to_remove() -> None:
+        running.set()
+        time.sleep(1.0)  # what it made takes a second to remove, whatever the interruption
+        ended.append("removed")
+
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt_once_running() -> None:
+        running.wait(30)
+        time.sleep(0.05)  # the main thread is in its join
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        stack_install.in_parallel({"probe": slow_to_remove}, cancellable=True)
+    assert ended == ["removed"], "the main thread went on while the task was still removing what it made"
+
+
 def test_an_interrupted_cancellable_step_removes_what_it_made_before_the_run_goes_on(fast_polling) -> None:
     """A Ctrl-C (SIGTERM alike) reaches only the main thread: it is passed on to each step's wait, nested steps
     included (the slices' probes inside the slices' step), and the main thread raises only once each has removed

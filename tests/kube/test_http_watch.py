@@ -140,7 +140,7 @@ def test_close_from_another_thread_ends_a_quiet_stream_and_the_client_stays_usab
     threading.Timer(0.05, stream.close).start()
     started = time.monotonic()
     assert list(stream) == [], "nothing after close(), not even what the server sends later"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 30  # half the watch's 60 s: close() ended it
     never.set()
     assert kube.get(kinds.POD, "p", "ns")["metadata"]["name"] == "p", "no later request reads the old stream"
 

@@ -212,7 +212,7 @@ def test_stop_ends_a_waiting_watch_at_once(fake: FakeKube) -> None:
     informer.wait_synced(WAIT)
     started = time.monotonic()
     informer.stop()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 30  # a tenth of the watch's 300 s: ended by stop(), however busy the machine
     assert informer._thread is not None and not informer._thread.is_alive()
     assert informer.failure() is None
 

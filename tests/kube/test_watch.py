@@ -88,7 +88,7 @@ def test_a_watch_waits_for_the_next_change_and_ends_at_its_timeout(fake: FakeKub
     started = time.monotonic()
     stream = fake.watch(kinds.POD, "a", resource_version=version, timeout_seconds=5)
     assert summary([next(stream)]) == [("ADDED", "late")]
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 4  # before the watch's 5 s timeout: the write woke it
     quiet = fake.watch(kinds.POD, "a", resource_version=stream.resource_version, timeout_seconds=0.05)  # type: ignore[arg-type]
     assert list(quiet) == []
     assert time.monotonic() - started >= 0.05
@@ -100,7 +100,7 @@ def test_close_from_another_thread_ends_a_blocked_watch_at_once(fake: FakeKube) 
     threading.Timer(0.05, stream.close).start()
     started = time.monotonic()
     assert list(stream) == []
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 30  # half the watch's 60 s: close() ended it
 
 
 def test_a_resource_version_older_than_the_kept_window_is_gone() -> None:

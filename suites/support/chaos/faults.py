@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kai_conformance.clusters.install.readiness import deployment_available
@@ -98,21 +99,34 @@ class Restarter:
     def restart(self, component: str) -> Restart:
         """Restart ``component`` and wait until it is back; a component that does not come back within the
         ``ready`` budget is recorded as such (the mix then judges whether the cluster converged without it)."""
+        return self.begin(component)()
+
+    def begin(self, component: str) -> Callable[[], Restart]:
+        """Restart ``component`` now: its Deployments' pods are deleted before this returns, so whatever the run does
+        next meets the component restarting, however busy the machine (a restart at a mix's moment 0 precedes an
+        arrival at moment 5). Returns the wait until it is back (a run waits in a thread of its own); a restart by
+        command is the command, run by that wait."""
         restart = Restart(component, time.time())
         deployments = self.deployments(component)
-        try:
-            if self.command:
-                self._run_command(component)
-                restart.ready_at = time.time()
-            elif deployments:
-                self._delete_pods(deployments, restart)
-            else:
-                raise errors.UsageError(f"no Deployment runs {component} and no --chaos-restart-command is given")
-        except (errors.WaitTimeout, AssertionError, subprocess.SubprocessError) as failure:
-            restart.error = str(failure).splitlines()[0]
-        return restart
+        if not self.command and not deployments:
+            raise errors.UsageError(f"no Deployment runs {component} and no --chaos-restart-command is given")
+        old = set() if self.command else self._delete_pods(deployments, restart)
 
-    def _delete_pods(self, deployments: list[Obj], restart: Restart) -> None:
+        def back() -> Restart:
+            try:
+                if self.command:
+                    self._run_command(component)
+                    restart.ready_at = time.time()
+                else:
+                    self._wait_back(deployments, old, restart)
+            except (errors.WaitTimeout, AssertionError, subprocess.SubprocessError) as failure:
+                restart.error = str(failure).splitlines()[0]
+            return restart
+
+        return back
+
+    def _delete_pods(self, deployments: list[Obj], restart: Restart) -> set[str]:
+        """Delete the Deployments' pods; the uids of those deleted."""
         old: set[str] = set()
         for deployment in deployments:
             namespace = deployment["metadata"]["namespace"]
@@ -120,7 +134,9 @@ class Restarter:
                 old.add(uid_of(pod))
                 self.kube.delete(kinds.POD, name_of(pod), namespace, allow_foreign=True)
                 restart.replaced.append(f"{namespace}/{name_of(pod)}")
+        return old
 
+    def _wait_back(self, deployments: list[Obj], old: set[str], restart: Restart) -> None:
         def back() -> Observation:
             waiting = []
             for deployment in deployments:

@@ -205,14 +205,16 @@ class MixRunner:
             for moment, _, what, whom in steps(mix):
                 self._hold_until(begin + moment * self.timeouts.scale, ledger, lock, watchers)
                 now = time.time()
-                with lock:
-                    if isinstance(whom, Fault):
+                if isinstance(whom, Fault):
+                    with lock:
                         ledger.note(now, "", f"restart {whom.component}")
                         ledger.restarting(whom.component, now)
-                        done = pool.submit(self.restarter.restart, whom.component)
-                        done.add_done_callback(_told_back(ledger, lock))
-                        restarts.append((whom, now, done))
-                    else:
+                    # Begun here, waited for in the pool: the next step meets the component restarting.
+                    done = pool.submit(self.restarter.begin(whom.component))
+                    done.add_done_callback(_told_back(ledger, lock))
+                    restarts.append((whom, now, done))
+                else:
+                    with lock:
                         self._act(what, whom, ledger, now, trainjobs)
             self._settle(ledger, lock, watchers, restarts)
         except ConditionViolated:
@@ -314,7 +316,13 @@ class MixRunner:
                 if broken:
                     raise ConditionViolated(f"chaos invariant violated: {broken[0]}")
                 verdict = ledger.settled(now, self.quiet)
-            return Observation(verdict.ok, verdict.explanation)
+            if not verdict.ok:
+                return Observation(False, verdict.explanation)
+            listed = self.kube.list(kinds.POD, self.ctx.namespace)
+            with lock:  # settled on the watches' view: once that view has caught up with the cluster
+                lag = ledger.lags(listed)
+            return Observation(not lag, f"{verdict.explanation}; the watches lag behind: {', '.join(lag[:5])}"
+                               if lag else verdict.explanation)  # fmt: skip
 
         eventually(probe, what="the mix settled after its last step", timeout=self.timeouts("schedule"),
                    interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
@@ -363,9 +371,12 @@ class MixRunner:
             return Observation(pods == requests == reserved == 0, f"{pods} pod(s), {requests} BindRequest(s), "
                                f"{reserved} reservation pod(s) left")  # fmt: skip
 
+        # Three times the longer of the two graces it judges (gc: BindRequests; api: reservation pods), so a leftover
+        # is judged past its grace, with room for a busy machine, before the wait gives up; 1.5 × gc alone was no
+        # longer than the reservation pods' grace where gc is set short.
+        longest = max(self.timeouts("gc"), self.timeouts("api"))
         with contextlib.suppress(ConditionViolated):  # recorded in the ledger
-            eventually(probe, what="the mix's pods, BindRequests and reservation pods gone",
-                       timeout=self.timeouts("gc") * 1.5,
+            eventually(probe, what="the mix's pods, BindRequests and reservation pods gone", timeout=3 * longest,
                        interval=min(0.5, max(self.quiet / 10, 0.001)))  # fmt: skip
 
 

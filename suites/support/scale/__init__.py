@@ -106,9 +106,10 @@ class Burst:
 
     # ---------------------------------------------------------------------------------------------- waiting
     def until(self, check: Callable[[BurstLedger, float], Verdict], *, what: str, timeout: float,
-              guarded: bool = True) -> Verdict:  # fmt: skip
+              guarded: bool = True, confirm: Callable[[Verdict], Verdict] | None = None) -> Verdict:  # fmt: skip
         """Poll the ledger until ``check`` passes; with ``guarded`` the over-the-run detectors fail the wait at the
-        first violation. A watch that stopped (Forbidden, the API gone) fails it as an infrastructure error."""
+        first violation; ``confirm`` may overrule a passing check. A watch that stopped (Forbidden, the API gone) fails
+        it as an infrastructure error."""
         last: list[Verdict] = []
 
         def probe():
@@ -120,6 +121,8 @@ class Burst:
                     if not kept.ok:
                         raise ConditionViolated(f"{what}: violated on the way: {kept}")
                 verdict = check(self.ledger, now)
+            if verdict.ok and confirm is not None:  # outside the lock: it may ask the API server
+                verdict = confirm(verdict)
             last[:] = [verdict]
             return verdict.observation()
 
@@ -141,9 +144,17 @@ class Burst:
                 )
             return verdict
 
-        verdict = self.until(settled, what=what, timeout=self.timeout())
+        verdict = self.until(settled, what=what, timeout=self.timeout(), confirm=self._caught_up)
         self.settled_at = time.time()
         return verdict
+
+    def _caught_up(self, verdict: Verdict) -> Verdict:
+        """Settled on the watches' view only once that view has caught up with a list of the cluster: a change the
+        watch has not delivered yet (an eviction, a bind) would otherwise be judged as never having happened."""
+        listed = self.kube.list(kinds.POD, self.namespace)
+        with self.lock:
+            lag = self.ledger.lags(listed)
+        return Verdict(verdict.detector, False, f"the watches lag behind: {', '.join(lag[:5])}") if lag else verdict
 
     def timeout(self) -> float:
         return burst_timeout(self.timeouts, self.plan)

@@ -30,6 +30,7 @@ from kai_conformance.suites.support.snapshot import (
     gpus_of,
     is_terminating,
     name_list,
+    name_of,
     node_of,
     owner_refs,
     uid_of,
@@ -124,6 +125,18 @@ class BurstLedger:
         gang.podgroup = True
         gang.times.podgroup = at
         self._changed(at)
+
+    def lags(self, listed: list[Obj]) -> list[str]:
+        """How the pods the watches told of differ from ``listed`` (a list of the namespace's pods just now): empty
+        once every change up to that list has been fed in. A judgement of "settled" on a view that lags would miss
+        what the cluster did last (an eviction the watch has not delivered yet)."""
+        mine = {uid_of(p): p for p in listed if workload_of(p) in self.gangs}
+        seen = {uid: (state.node, state.live) for uid, state in self.pods.items()}
+        differ = [name_of(p) for uid, p in mine.items()
+                  if seen.get(uid) != (node_of(p), (p.get("status") or {}).get("phase") not in ENDED
+                                       and not is_terminating(p))]  # fmt: skip
+        gone = len(set(seen) - set(mine))
+        return differ + ([f"{gone} pod(s) gone"] if gone else [])
 
     def pod(self, event_type: str, pod: Obj, at: float) -> None:
         """One watch event of a pod: its new state replaces the old one, and every count that moved moves."""
