@@ -22,7 +22,7 @@ from typing import Any
 
 from kai_conformance.clusters import commands
 from kai_conformance.clusters.assumptions import kubernetes_key
-from kai_conformance.clusters.kwok import KWOK_ANNOTATION
+from kai_conformance.clusters.kwok.fake_nodes import KWOK_ANNOTATION
 from kai_conformance.fixtures.kube import KubeApi, kinds
 
 #: The first minor whose kubelet refuses cgroup v1 unless told otherwise.

@@ -21,14 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind, kwok, nodes
+from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind, nodes
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.common import LABELS
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.stack import in_parallel, install_stack, verify_stack
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
-from kai_conformance.clusters.kwok_probe import prove_kwok_runs_pods
+from kai_conformance.clusters.kwok import fake_nodes as kwok
+from kai_conformance.clusters.kwok.probe import prove_kwok_runs_pods
 from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.slices import install_slices
 from kai_conformance.clusters.state import ClusterState

@@ -129,7 +129,7 @@ def queue(name: str, *, parent: str | None = None, resources: dict[str, Any] | N
     }
 
 
-#: kwok's taint on fake nodes (clusters/kwok.py): tolerated by every workload pod, always. A toleration of a taint no
+#: kwok's taint on fake nodes (clusters/kwok/fake_nodes.py): tolerated by every workload pod, always. A toleration of a taint no
 #: node carries changes nothing on real clusters, and one pod spec for every run keeps rendered manifests and reports
 #: the same with and without --fake-nodes.
 KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}

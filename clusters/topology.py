@@ -59,7 +59,7 @@ MAX_FAKE_NODE_GPUS = 64
 
 @dataclass(frozen=True)
 class FakeNodes:
-    """kwok-managed nodes added to the cluster (clusters/kwok.py): ``count`` × ``gpus`` fake GPUs, spread over racks
+    """kwok-managed nodes added to the cluster (clusters/kwok/fake_nodes.py): ``count`` × ``gpus`` fake GPUs, spread over racks
     of ``nodes_per_rack`` nodes and zones of ``racks_per_zone`` racks (labels as the kind workers carry them)."""
 
     count: int = 0

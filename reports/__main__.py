@@ -15,7 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kai_conformance.reports import compare, diff, flakes, generate, metrics
+from kai_conformance.reports import generate
+from kai_conformance.reports.across_runs import compare, diff, flakes
+from kai_conformance.reports.sections import metrics
 
 
 def _print(written: generate.Written, step_summary: bool = True) -> None:

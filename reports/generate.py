@@ -3,7 +3,7 @@
 A report directory (``--report-dir``) holds, after a run::
 
     report.html        the self-contained conformance report (open it in any browser, offline)
-    ai-conformance.yaml  the Kubernetes AI Conformance checklist, filled in (reports/ai_conformance.py)
+    ai-conformance.yaml  the Kubernetes AI Conformance checklist, filled in (reports/sections/ai_conformance.py)
     summary.md         the Markdown summary (PR comment, $GITHUB_STEP_SUMMARY)
     summary.json       the same for machines: verdict, totals, matrix, runs, performance metrics, known bugs and every case record
     junit.xml          JUnit XML (pytest --junitxml) for CI systems
@@ -23,19 +23,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kai_conformance.reports import (
-    ai_conformance,
-    allure_files,
-    html,
-    junit,
-    known_bugs,
-    markdown,
-    metrics,
-    runtime_table,
-)
+from kai_conformance.reports import allure_files, html, junit, markdown
 from kai_conformance.reports.model import Case, Cell, Report, RunRecords, Status, build
 from kai_conformance.reports.records import CaseRecord, read_all
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import ai_conformance, known_bugs, metrics, runtime_table
 
 HTML = "report.html"
 MARKDOWN = "summary.md"

@@ -14,7 +14,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports import (
+from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status, area_heading, without_module_paths
+from kai_conformance.reports.runinfo import RunInfo, gpu_topology
+from kai_conformance.reports.sections import (
     ai_conformance,
     apiload,
     known_bugs,
@@ -24,8 +26,6 @@ from kai_conformance.reports import (
     runtime_table,
     timeline,
 )
-from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status, area_heading, without_module_paths
-from kai_conformance.reports.runinfo import RunInfo, gpu_topology
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

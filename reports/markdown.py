@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from html import escape
 
-from kai_conformance.reports import ai_conformance, apiload, known_bugs, metrics, runtime_table
 from kai_conformance.reports.model import STATUS_ORDER, Case, Report, Status
+from kai_conformance.reports.sections import ai_conformance, apiload, known_bugs, metrics, runtime_table
 
 MAX_LISTED = 25
 MAX_EXPLANATION = 600

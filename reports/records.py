@@ -215,7 +215,7 @@ class CaseRecorder:
         self.record.notes.append(text)
 
     def burst(self, burst: BurstTimes, gangs: Iterable[GangTimes]) -> None:
-        """A scale burst and its gangs (reports/metrics.py derives the scale metrics from them)."""
+        """A scale burst and its gangs (reports/sections/metrics.py derives the scale metrics from them)."""
         self.record.bursts.append(burst)
         self.record.gangs.extend(gangs)
 

@@ -60,7 +60,7 @@ class RunInfo:
     uncounted: list[str] = field(default_factory=list)
     collection_errors: int = 0
     leftovers: list[str] = field(default_factory=list)
-    #: The suite's API requests, memory and CPU, and its share of the API server's requests (reports/apiload.py).
+    #: The suite's API requests, memory and CPU, and its share of the API server's requests (reports/sections/apiload.py).
     api_load: dict[str, Any] = field(default_factory=dict)
     #: Versions the expectation tables do not know, each with the version whose expectations it assumed.
     assumptions: list[str] = field(default_factory=list)

@@ -263,7 +263,7 @@ def runs() -> list[tuple[RunInfo, list[CaseRecord]]]:
 
 def _api_load(old: bool) -> dict:
     """Made-up API load: the kind run measured its share; on the older existing cluster /metrics was forbidden."""
-    from kai_conformance.reports.apiload import ApiLoad, ProcessLoad, ServerReading
+    from kai_conformance.reports.sections.apiload import ApiLoad, ProcessLoad, ServerReading
 
     processes = [
         ProcessLoad.from_counts("main", {("list", "namespaces"): 6, ("get", "/version"): 1},

@@ -1,10 +1,10 @@
 """Kubernetes AI Conformance: the program's requirements a KAI + Trainer platform meets, as their test plans ask.
 
-The CNCF "Certified Kubernetes AI Platform" checklists (facts: reports/ai_requirements.py) ask for evidence of a
+The CNCF "Certified Kubernetes AI Platform" checklists (facts: reports/sections/ai_requirements.py) ask for evidence of a
 gang scheduler (``gang_scheduling``, KAR-0053), of a complex AI operator with CRDs and webhooks
 (``robust_controller``, KAR-0063) and, from v1.35, of GPU sharing (``gpu_sharing``, KAR-0003). Here KAI is the gang
 scheduler and Kubeflow Trainer the operator, TrainJob the workload. Each test function is one part of a
-requirement's test plan, named ``test_<requirement>_<part>_…`` (reports/ai_conformance.py reads the name); the run
+requirement's test plan, named ``test_<requirement>_<part>_…`` (reports/sections/ai_conformance.py reads the name); the run
 writes ``ai-conformance.yaml`` beside the report. Specification:
 
 * ``gang_scheduling`` positive: a TrainJob of N (3) one-GPU pods, in a queue with exactly N GPUs, gets all N pods

@@ -34,7 +34,7 @@ Specification:
   StorageClass is served by local-path-provisioner, whose image must be pullable). It skips as soon as the claim
   is still unbound an ``api`` budget (30 s) into the wait (``ClaimsProvisioned``), not at the wait's end.
 * Each case notes runtime × KAI version → works / fails (issue) / works with workaround for the report's table
-  (``reports/runtime_table.py``).
+  (``reports/sections/runtime_table.py``).
 * Control: ``torch-distributed`` (one ``node`` replicatedJob) bound, judged as if it were a runtime with a second
   replicatedJob ``launcher``: the shape detector fires on its PodGroup (no ``launcher`` SubGroup, or the wrong
   ``minMember``) and the replicatedJob detector on the missing launcher pod, proof that both read this cluster's
@@ -53,7 +53,7 @@ from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.reports.runtime_table import NOT_JUDGED
+from kai_conformance.reports.sections.runtime_table import NOT_JUDGED
 from kai_conformance.suites.support.cases.contract import param, require_gpus
 from kai_conformance.suites.support.cases.runtimes import (
     WORKLOAD,

@@ -21,7 +21,7 @@ detectors/scale.py). Specification:
   and non-preemptible ``build`` gangs, settles with every detector above holding, however many gangs KAI evicts on
   the way (preemption within a queue, reclaim between them).
 * Measured per gang: submission → PodGroup, submission → all pods bound, bind spread; per burst: pods bound per
-  second, time to fill, evictions (reports/metrics.py ``scale_*``; the report's percentiles, plots and
+  second, time to fill, evictions (reports/sections/metrics.py ``scale_*``; the report's percentiles, plots and
   ``reports compare`` cover them).
 * Control: a gang of whole-node pods, one more than the nodes that hold one, under the default scheduler, labelled
   for a queue limited to half the cluster: the default scheduler leaves it partial and the queue over its limit, and

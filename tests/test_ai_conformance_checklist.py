@@ -1,7 +1,7 @@
 """The suite's table of the Kubernetes AI Conformance requirements and the checklists it writes, against the
 program's own checklists (the shared copies in ../shared/ai-conformance, never copied into the repository): every
 id in its category, in order, at its level; only the vendor fields filled; a minor without a checklist takes the
-nearest older one and says so; each status follows from the cases (reports/ai_conformance.py)."""
+nearest older one and says so; each status follows from the cases (reports/sections/ai_conformance.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kai_conformance.reports import ai_conformance, sample
-from kai_conformance.reports.ai_requirements import (
+from kai_conformance.reports import sample
+from kai_conformance.reports.generate import write_reports
+from kai_conformance.reports.model import RunRecords, build
+from kai_conformance.reports.records import CaseRecord
+from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import ai_conformance
+from kai_conformance.reports.sections.ai_requirements import (
     CHECKLIST_MINORS,
     METADATA_FIELDS,
     VENDOR_FIELDS,
@@ -20,10 +25,6 @@ from kai_conformance.reports.ai_requirements import (
     in_checklist,
     requirement_of,
 )
-from kai_conformance.reports.generate import write_reports
-from kai_conformance.reports.model import RunRecords, build
-from kai_conformance.reports.records import CaseRecord
-from kai_conformance.reports.runinfo import RunInfo
 from tests import crd_schemas
 
 CHECKLISTS_ENV = "KAI_CONFORMANCE_AI_CHECKLISTS"

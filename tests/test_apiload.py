@@ -12,11 +12,12 @@ import pytest
 from kai_conformance.fixtures.apiload import PROCESS, RequestCounts, process_usage
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.plugin import accounting
-from kai_conformance.reports import apiload, generate, html
-from kai_conformance.reports.apiload import ApiLoad, ProcessLoad, ServerReading
+from kai_conformance.reports import generate, html
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import apiload
+from kai_conformance.reports.sections.apiload import ApiLoad, ProcessLoad, ServerReading
 from tests.fakes.kube import FakeKube
 
 METRICS = """\

@@ -335,7 +335,7 @@ def test_a_kubeconfig_must_parse_and_hold_the_context(tmp_path: Path, monkeypatc
 
 
 def test_kwok_assets_must_be_a_directory_of_yaml_files(tmp_path: Path) -> None:
-    """clusters/kwok.py reads them after the kind cluster is made: a mistake in them is found now instead."""
+    """clusters/kwok/fake_nodes.py reads them after the kind cluster is made: a mistake in them is found now instead."""
     from kai_conformance.fixtures.resolution import kwok_manifests_problems
 
     (tmp_path / "kwok.yaml").write_text("kind: [\n")

@@ -18,11 +18,12 @@ from kai_conformance.clusters.catalog import Catalog, Combination
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME, KWOK_TOLERATION, WORKLOAD_COMMAND
 from kai_conformance.clusters.tools import REPO_ROOT
 from kai_conformance.fixtures.render import RenderContext
-from kai_conformance.reports import html, markdown, runtime_table
+from kai_conformance.reports import html, markdown
 from kai_conformance.reports.generate import summary_json
 from kai_conformance.reports.model import RunRecords, build
 from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import runtime_table
 from kai_conformance.suites.support import shipped_runtimes as sr
 from kai_conformance.suites.support.cases.runtimes import (
     Outcome,

@@ -1,6 +1,6 @@
 """Known upstream bugs a TrainJob can hit: which versions and builds have each, the source that says so, and the case
 that observes it. Written once; the cases' strict xfails (:func:`gap`) and the report's known-bugs section
-(reports/known_bugs.py) both read it.
+(reports/sections/known_bugs.py) both read it.
 
 A release has a bug when it lies in one of the bug's ``affected`` ranges (first affected release, first fixed
 release). A read branch head (clusters/builds.py: KAI ``main`` and ``v0.17`` of 2026-08-07, Trainer ``master`` of

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.clusters import commands, fetches, kwok
+from kai_conformance.clusters import commands, fetches
 from kai_conformance.clusters.install import trainer
+from kai_conformance.clusters.kwok import fake_nodes as kwok
 from kai_conformance.clusters.topology import load_topology, with_fake_nodes
 from kai_conformance.fixtures import errors, preflight
 from kai_conformance.fixtures.settings import InstallSources

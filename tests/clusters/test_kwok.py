@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_conformance.clusters import kwok, kwok_stages, provision
+from kai_conformance.clusters import provision
+from kai_conformance.clusters.kwok import fake_nodes as kwok
+from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, pod_spec
 from kai_conformance.clusters.topology import MAX_FAKE_NODES, load_topology, with_fake_nodes

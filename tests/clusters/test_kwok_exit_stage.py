@@ -1,4 +1,4 @@
-"""The suite's exit stage (clusters/kwok_stages.py ``EXIT_STAGE``): on a kwok fake node a pod whose workload has a
+"""The suite's exit stage (clusters/kwok/stages.py ``EXIT_STAGE``): on a kwok fake node a pod whose workload has a
 lifetime ends as ``WORKLOAD_SCRIPT`` ends on a kubelet, played by the fake kwok from the Stage's own jq and Go
 template (tests/fakes/kwok.py), on a clock the test moves. Every pod is the suite's runtime pod as the Job controller
 makes it: the ``node`` container with Trainer's env, ``JOB_COMPLETION_INDEX`` a fieldRef, the index annotated."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_conformance.clusters import kwok_stages
+from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.suite_stack import (
     COMPLETION_INDEX_ENV,
     EVICTED_EXIT_CODE,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kai_conformance.clusters import kwok_stages
-from kai_conformance.clusters.kwok_probe import FINALIZER, prove_kwok_runs_pods
+from kai_conformance.clusters.kwok import stages as kwok_stages
+from kai_conformance.clusters.kwok.probe import FINALIZER, prove_kwok_runs_pods
 from kai_conformance.clusters.provision import acquire, release
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE
 from kai_conformance.fixtures import errors

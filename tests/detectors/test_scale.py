@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from kai_conformance.reports import compare, generate
-from kai_conformance.reports.metrics import collect
+from kai_conformance.reports import generate
+from kai_conformance.reports.across_runs import compare
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord, CaseRecorder
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections.metrics import collect
 from kai_conformance.suites.support.cases.scale import BurstPlan, PlannedGang, PlannedQueue
 from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.scale.ledger import BurstLedger

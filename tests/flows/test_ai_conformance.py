@@ -1,7 +1,7 @@
 """The AI conformance suite end to end on the simulated cluster (harness: tests/flows/__init__.py), and what the report makes
 of it: on a sound stack every case passes and its requirement is met; a KAI that places gangs partially fails the
 negative gang case and a webhook that admits everything fails the webhook cases, and each turns its requirement
-"not met", naming the case that saw it (reports/ai_conformance.py)."""
+"not met", naming the case that saw it (reports/sections/ai_conformance.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionViolated
-from kai_conformance.reports import ai_conformance
 from kai_conformance.reports.categories import PRODUCT
 from kai_conformance.reports.model import RunRecords, build
 from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import ai_conformance
 from kai_conformance.suites import test_ai_conformance as suite
 from kai_conformance.suites.support.cases.ai_conformance import WEBHOOKS
 from tests.fakes.controllers import Faults

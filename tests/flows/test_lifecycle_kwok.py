@@ -1,6 +1,6 @@
 """The lifecycle suite end to end with kwok in place of every kubelet (issue 19: "on the real controllers", whose nodes
 are kwok's): the harness of tests/flows/test_lifecycle.py with every node a kwok node, played by the fake kwok with
-the stages the suite installs on kind (the release's pod-ready and clusters/kwok_stages.py). Workloads end only by
+the stages the suite installs on kind (the release's pod-ready and clusters/kwok/stages.py). Workloads end only by
 the exit stage's jq and template; deleted pods by the terminate and remove stages. Every case passes as it does on
 simulated kubelets, the known KAI gap (#1968) is the same strict xfail, and the control fires."""
 
@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from kai_conformance.clusters import kwok_stages
+from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import ConditionViolated
 from kai_conformance.suites import test_lifecycle as suite

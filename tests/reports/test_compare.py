@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.reports import compare, generate
+from kai_conformance.reports import generate
 from kai_conformance.reports.__main__ import main
+from kai_conformance.reports.across_runs import compare
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord, PodTimes
 from kai_conformance.reports.runinfo import RunInfo

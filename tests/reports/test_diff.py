@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.reports import diff, generate
+from kai_conformance.reports import generate
 from kai_conformance.reports.__main__ import main
+from kai_conformance.reports.across_runs import diff
 from kai_conformance.reports.records import CaseRecord, DetectorVerdict, LabelObservation, PodTimes, write
 from kai_conformance.reports.runinfo import RunInfo
 from tests.reports.test_compare import run_dir

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.reports import __main__ as cli
-from kai_conformance.reports import flakes, generate
+from kai_conformance.reports import generate
+from kai_conformance.reports.across_runs import flakes
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo

@@ -1,4 +1,4 @@
-"""The report's known-bugs section (reports/known_bugs.py): per version column, each known bug of the versions under
+"""The report's known-bugs section (reports/sections/known_bugs.py): per version column, each known bug of the versions under
 test, whether they have it and whether this run saw it, in the Markdown, the HTML and a line per bug in
 summary.json; "seen" only where the bug's case failed as its strict xfail naming the bug."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kai_conformance.reports import known_bugs
 from kai_conformance.reports.generate import write_reports
 from kai_conformance.reports.model import RunRecords, build
 from kai_conformance.reports.records import CaseRecord
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import known_bugs
 
 STALE = "suites/test_lifecycle.py::test_a_gang_completing_pod_by_pod_is_not_evicted_as_stale[2-pods]"
 WAITED = "suites/test_lifecycle_terminal.py::test_a_gang_that_waited_sheds_its_unschedulable_condition_once_bound[w]"

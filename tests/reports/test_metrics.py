@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.reports import generate, metrics, perfplots, plot
+from kai_conformance.reports import generate
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord, PodTimes
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import metrics, perfplots, plot
 
 T0 = 1_800_000_000.0
 SVG = "{http://www.w3.org/2000/svg}"

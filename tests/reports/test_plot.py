@@ -9,10 +9,11 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from kai_conformance.reports import generate, plot
+from kai_conformance.reports import generate
 from kai_conformance.reports.model import RunRecords
 from kai_conformance.reports.records import CaseRecord, CaseRecorder
 from kai_conformance.reports.runinfo import RunInfo
+from kai_conformance.reports.sections import plot
 
 SVG = "{http://www.w3.org/2000/svg}"
 T0 = 1_800_000_000.0

@@ -12,7 +12,7 @@ import time
 import jinja2
 from markupsafe import Markup
 
-from kai_conformance.reports.diff import Diff
+from kai_conformance.reports.across_runs.diff import Diff
 from kai_conformance.reports.html import TEMPLATES, base_environment
 
 

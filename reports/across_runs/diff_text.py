@@ -1,10 +1,10 @@
 """The terminal summary of ``reports diff``: versions, verdict changes, differing observations (first lines),
-metrics past the threshold. The HTML page (``reports/diff_html.py``) has the full texts."""
+metrics past the threshold. The HTML page (``reports/across_runs/diff_html.py``) has the full texts."""
 
 from __future__ import annotations
 
-from kai_conformance.reports import compare
-from kai_conformance.reports.diff import Diff
+from kai_conformance.reports.across_runs import compare
+from kai_conformance.reports.across_runs.diff import Diff
 from kai_conformance.reports.model import plural
 
 

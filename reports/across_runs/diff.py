@@ -14,11 +14,11 @@ reads them; typically the suite against two releases on the same cluster shape. 
   per level, each workload's placement, the eviction order, scale bursts, series' last values, the failure
   category of two failures, and notes (a multiset). Text that differs between runs by construction
   (:data:`VOLATILE`) is masked before comparing; both texts are shown unmasked.
-* **Metrics**: ``reports/metrics.py`` on both sides' records, gated by ``reports/compare.py`` exactly as
+* **Metrics**: ``reports/sections/metrics.py`` on both sides' records, gated by ``reports/across_runs/compare.py`` exactly as
   ``reports compare`` gates; improvements past the same gate are listed too, one-sided metrics named.
 
 Output: a terminal summary on stdout and, with ``--out FILE``, a self-contained HTML page
-(``reports/diff_html.py``); none is written into either input directory unless ``--out`` names one. Exit status: 0
+(``reports/across_runs/diff_html.py``); none is written into either input directory unless ``--out`` names one. Exit status: 0
 no verdict changed and no metric regressed (observations may differ), 1 a verdict changed, a metric regressed or a
 side is an interrupted run (verdict ``incomplete``), 2 a usage error (a missing or unreadable directory), one message.
 """
@@ -31,10 +31,12 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
-from kai_conformance.reports import compare, generate, metrics
+from kai_conformance.reports import generate
+from kai_conformance.reports.across_runs import compare
 from kai_conformance.reports.model import AREAS, Case, Report, Status, build, plural
 from kai_conformance.reports.records import BurstTimes, CaseRecord, PodTimes
 from kai_conformance.reports.runinfo import COMPONENTS, gpu_topology
+from kai_conformance.reports.sections import metrics
 
 CATEGORY = "failure category"
 UNCHANGED, CHANGED, USAGE = 0, 1, 2
@@ -380,7 +382,7 @@ def run(base: Path, new: Path, out: Path | None = None, threshold: float = compa
         statistics: Sequence[str] = compare.DEFAULT_STATISTICS, min_seconds: float = compare.DEFAULT_MIN_SECONDS,
         ) -> int:  # fmt: skip
     """Print the summary, write the HTML page; the exit status. Raises DiffError on misuse."""
-    from kai_conformance.reports import diff_html, diff_text
+    from kai_conformance.reports.across_runs import diff_html, diff_text
 
     result = diff(base, new, threshold, statistics, min_seconds)
     if out is not None:  # only where asked: the inputs are other runs' report directories, not this diff's

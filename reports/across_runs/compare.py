@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kai_conformance.reports.metrics import HIGHER, STATISTICS
+from kai_conformance.reports.sections.metrics import HIGHER, STATISTICS
 from kai_conformance.reports.verdict import INCOMPLETE
 
 SUMMARY = "summary.json"

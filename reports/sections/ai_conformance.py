@@ -1,6 +1,6 @@
 """The report's "Kubernetes AI Conformance" section and the checklist every run writes (``ai-conformance.yaml``).
 
-Each requirement the suite judges (reports/ai_requirements.py) gets a status from its cases in
+Each requirement the suite judges (reports/sections/ai_requirements.py) gets a status from its cases in
 suites/test_ai_conformance.py:
 
 * **met**: every part of its test plan has a case that passed, and no case of it failed;
@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from kai_conformance.reports.ai_requirements import (
+from kai_conformance.reports.model import Case, Report, Status
+from kai_conformance.reports.sections.ai_requirements import (
     IMPLEMENTED,
     NOT_IMPLEMENTED,
     REQUIREMENTS,
@@ -34,7 +35,6 @@ from kai_conformance.reports.ai_requirements import (
     in_checklist,
     requirement_of,
 )
-from kai_conformance.reports.model import Case, Report, Status
 
 AREA = "ai_conformance"
 CHECKLIST_FILE = "ai-conformance.yaml"

@@ -47,7 +47,7 @@ spellings kwok v0.6 to v0.8 all read, as the release's own stages do). Expressio
 that yields an RFC 3339 time is a delay until then (pkg/utils/lifecycle/value_duration_from.go). Templates are Go
 text/template with sprig's functions and kwok's ``Now``/``Quote`` (pkg/utils/gotpl).
 
-``python -m kai_conformance.clusters.kwok_stages`` (in a clone also ``python scripts/kwok_stages.py``) prints the
+``python -m kai_conformance.clusters.kwok.stages`` (in a clone also ``python scripts/kwok_stages.py``) prints the
 three stages as YAML for an operator whose kwok the suite does not install.
 """
 

@@ -11,7 +11,7 @@ server-side apply through :class:`~fixtures.kube.KubeApi` (which refuses to touc
 and removed at the end of the run, and after a failed provisioning, by :func:`remove_fake_nodes`.
 
 kwok itself: on kind the suite installs the pinned release (clusters/versions.yaml ``kwok``) by server-side apply,
-like JobSet, plus its own pod-ending stages (clusters/kwok_stages.py). On an existing cluster it uses the kwok that
+like JobSet, plus its own pod-ending stages (clusters/kwok/stages.py). On an existing cluster it uses the kwok that
 runs there (its Stage CRD is served and a kwok-controller Deployment exists, or ``--kwok-managed``) and changes
 none of its stages; without one it refuses.
 """
@@ -22,12 +22,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kai_conformance.clusters import kwok_stages
 from kai_conformance.clusters.fetches import KWOK_ASSETS
 from kai_conformance.clusters.gpus import gpu_count
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.readiness import wait_deployments
+from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.layout import GPU_RESOURCE
 from kai_conformance.clusters.topology import FakeNodes, Topology, fake_node_name
 from kai_conformance.fixtures import errors, progress

@@ -2,7 +2,7 @@
 
 kwok reporting a node Ready proves its node stages only. The cases need its pod stages: one that makes a bound pod
 Running (the release's ``pod-ready``) and, where the suite installed them, its own ending of a deleted pod
-(clusters/kwok_stages.py). A kwok without them would let every case with a pod on a fake node wait out its whole
+(clusters/kwok/stages.py). A kwok without them would let every case with a pod on a fake node wait out its whole
 budget; this probe says so within the first minute, naming kwok's stages and the fix. It follows the KAI
 behaviour probe (clusters/install/behaviour.py): stages with a budget each, a failure that says what was seen.
 
@@ -24,7 +24,7 @@ import secrets
 import time
 from typing import Any
 
-from kai_conformance.clusters import kwok_stages
+from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, pod_spec
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.kube import KubeApi, kinds

@@ -201,6 +201,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "flakes",
         help="each case's verdicts over many runs; exit 1 when one changed with the versions unchanged",
         description="DIRs are report directories of many runs (a nightly's history). Exit 0 no flip, 1 a case's "
-        "verdict changed with the versions unchanged (marked FLIP), 2 usage error. See reports/flakes.py.",
+        "verdict changed with the versions unchanged (marked FLIP), 2 usage error. See reports/across_runs/flakes.py.",
     )
     history.add_argument("dirs", type=Path, nargs="+", help="report directories (--report-dir of each run)")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai_conformance.reports import plot
-from kai_conformance.reports.metrics import Metric
+from kai_conformance.reports.sections import plot
+from kai_conformance.reports.sections.metrics import Metric
 
 SECONDS = "s"
 
