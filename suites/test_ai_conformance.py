@@ -61,7 +61,7 @@ from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations.lifecycle import TRAINJOB_COMPLETE
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from kai_conformance.suites.support.lifecycle import Episode, follow, judge, lifetime_budget, wait_released
-from kai_conformance.suites.support.observe import Observer, Workload
+from kai_conformance.suites.support.observe import Check, Observer, Workload
 from kai_conformance.suites.support.shapes import GangShape, GpuSize, PodCount
 from kai_conformance.suites.support.steps import never_partial_for_long
 
@@ -104,15 +104,7 @@ def test_gang_scheduling_positive_n_co_scheduled_pods_all_run_and_the_trainjob_c
     _, running = gang.until(lambda s: pods_running(s, case.pods), what=f"the {case.pods} pods of {gang.name} Running",
                             timeout=timeouts("running"), guard=guard)  # fmt: skip
     judge(record, gang, running, row)
-    snap, _ = gang.until(
-        lambda s: trainjob_ended(s, TRAINJOB_COMPLETE),
-        what=f"{row} TrainJob {gang.name} completes after {case.run_seconds}s",
-        timeout=lifetime_budget(case.run_seconds, timeouts),
-        guard=guard,
-        owners=True,
-    )
-    for verdict in (trainjob_ended(snap, TRAINJOB_COMPLETE), pods_ended(snap, case.pods, "Succeeded", 0)):
-        judge(record, gang, verdict, row)
+    completes(case, gang, timeouts, record, row, guard)
     released = wait_released(observer, episode, case.queue_name(ctx), gang, case.pods, timeouts, row)
     judge(record, gang, released, row)
     clean_up(workspace, observer, episode, gang, job, timeouts, record, row)
@@ -203,14 +195,7 @@ def test_robust_controller_reconciled_a_valid_trainjob_into_jobset_jobs_and_pods
         owners=True,
     )
     judge(record, trainjob, reconciled, row)
-    snap, _ = trainjob.until(
-        lambda s: trainjob_ended(s, TRAINJOB_COMPLETE),
-        what=f"{row} TrainJob {trainjob.name} completes after {case.run_seconds}s",
-        timeout=lifetime_budget(case.run_seconds, timeouts),
-        owners=True,
-    )
-    for verdict in (trainjob_ended(snap, TRAINJOB_COMPLETE), pods_ended(snap, case.pods, "Succeeded", 0)):
-        judge(record, trainjob, verdict, row)
+    completes(case, trainjob, timeouts, record, row)
     clean_up(workspace, observer, episode, trainjob, job, timeouts, record, row)
 
 
@@ -251,3 +236,17 @@ def clean_up(
         owners=True,
     )
     judge(record, gang, left, row)
+
+
+def completes(case: EndingGangCase, workload: Workload, timeouts: TimeoutPolicy, record: CaseRecorder, row: str,
+              guard: Check | None = None) -> None:  # fmt: skip
+    """The TrainJob of ``workload`` reaches Complete within its lifetime and every one of its pods Succeeded."""
+    snap, _ = workload.until(
+        lambda s: trainjob_ended(s, TRAINJOB_COMPLETE),
+        what=f"{row} TrainJob {workload.name} completes after {case.run_seconds}s",
+        timeout=lifetime_budget(case.run_seconds, timeouts),
+        guard=guard,
+        owners=True,
+    )
+    for verdict in (trainjob_ended(snap, TRAINJOB_COMPLETE), pods_ended(snap, case.pods, "Succeeded", 0)):
+        judge(record, workload, verdict, row)

@@ -14,7 +14,7 @@ from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, na
 
 def _selected(deployment: Obj, pods: Iterable[Obj]) -> list[Obj]:
     """The pods of the Deployment's namespace its ``spec.selector.matchLabels`` selects."""
-    match: Mapping[str, str] = (deployment.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
+    match: Mapping[str, str] = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     namespace = deployment["metadata"]["namespace"]
     return [p for p in pods if p["metadata"].get("namespace") == namespace and match
             and all(labels_of(p).get(k) == v for k, v in match.items())]  # fmt: skip
