@@ -59,7 +59,7 @@ EVICTED_EXIT_CODE = 143
 #:
 #: SIGTERM still ends it at once, whatever it was doing: the one long ``sleep`` runs in the background and ``wait``
 #: returns on the trapped signal. :func:`planned_end` states the same contract in Python (the simulated kubelet of
-#: the self-tests follows it; tests/test_workload_command.py runs this very command under ``sh``).
+#: the self-tests follows it; tests/detectors/test_lifecycle.py runs this very command under ``sh``).
 WORKLOAD_SCRIPT = (
     f"trap 'exit {EVICTED_EXIT_CODE}' TERM; "
     "i=${JOB_COMPLETION_INDEX:-0}; "
