@@ -295,24 +295,34 @@ class _Probe:
     # ------------------------------------------------------------------------------------------------ removal
     def remove(self) -> str:
         """Delete the Job (its pods with it), the namespace, then the queue, and wait until all are gone; returns
-        what is left ("" when nothing). Never raises: a failed probe's own error matters more."""
+        what is left ("" when nothing). Never raises for what it could not remove: a failed probe's own error matters
+        more. Interrupted while it waits (Ctrl-C, SIGTERM, or the main thread's interrupt in a probe's own thread),
+        it still asks for every later removal, without waiting, then lets the interrupt go on: a namespace already
+        going would otherwise leave its queue behind, which no teardown of this run looks for."""
         steps = (
             (kinds.JOB, JOB_NAME, self.namespace),
             (kinds.NAMESPACE, self.namespace, None),
             (kinds.QUEUE, self.queue, None),  # after its workload's PodGroup went with the namespace
         )
         left = []
+        interrupted: KeyboardInterrupt | None = None
         for kind, name, namespace in steps:
             try:
-                self._remove(kind, name, namespace)
+                self._remove(kind, name, namespace, wait=interrupted is None)
             except (errors.KubeError, errors.WaitTimeout) as exc:
                 left.append(str(exc))
+            except KeyboardInterrupt as exc:
+                interrupted = exc
         self.seconds["removed"] = round(time.monotonic() - self.started, 1)
+        if interrupted is not None:
+            raise interrupted
         return "; ".join(left)
 
-    def _remove(self, kind: kinds.Kind, name: str, namespace: str | None) -> None:
+    def _remove(self, kind: kinds.Kind, name: str, namespace: str | None, *, wait: bool) -> None:
         # Background: batch/v1 Jobs otherwise orphan their pods (the API's legacy default for Jobs).
         self.kube.delete(kind, name, namespace, propagation="Background")
+        if not wait:
+            return
 
         def gone() -> Observation:
             present = self.kube.find(kind, name, namespace) is not None

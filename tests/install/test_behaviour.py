@@ -4,6 +4,7 @@ it, what that component said, and the fix; whatever the outcome, what the probe 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from kai_conformance.clusters.install.behaviour import (
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME, PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX
-from kai_conformance.fixtures import errors
+from kai_conformance.fixtures import cancellation, errors
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SCOPE_LABEL, SUITE
 from kai_conformance.fixtures.plugin.options import CATALOG
@@ -219,6 +220,28 @@ def test_what_cannot_be_removed_is_reported_not_raised(fake: FakeKube) -> None:
     assert probe_left(fake) == ["kc-stack-probe-abc123"]
     assert remove_suite_objects(fake, RUN, TIMEOUTS) == []  # teardown of an existing cluster takes what was left
     assert probe_left(fake) == []
+
+
+def test_an_interrupt_while_the_namespace_goes_still_removes_the_queue(fake: FakeKube) -> None:
+    """SIGTERM reached a stuck probe while it waited for its namespace to go: the namespace went later by itself,
+    but the queue was never asked for and stayed on the cluster (seen on real kind). Every removal is asked for
+    before the interrupt goes on."""
+    stack_with(fake)
+    interrupt = threading.Event()
+    namespace = NAMESPACE_PREFIX + "abc123"
+
+    def interrupted_once_the_namespace_goes(f: FakeKube, call) -> None:
+        if (call.operation, call.kind, call.name) == ("delete", "Namespace", namespace):
+            interrupt.set()  # the main thread's SIGTERM: this probe's next look, at its namespace, is interrupted
+
+    fake.reactors.append(interrupted_once_the_namespace_goes)
+    cancellation.cancel_on(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            prove_scheduling(fake, RUN, IMAGE, TIMEOUTS, suffix="abc123")
+    finally:
+        cancellation.cancel_on()
+    assert fake.find(kinds.QUEUE, QUEUE_PREFIX + "abc123") is None
 
 
 def test_the_probe_objects_pass_the_upstream_schemas_of_every_combination(schema_root: Path) -> None:
