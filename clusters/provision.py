@@ -89,8 +89,11 @@ def acquire(settings: Settings, run: RunContext, tools: Toolbox | None = None) -
             return _provision(settings, run, tools, state)
         except BaseException as exc:
             kind_name = "UsageError" if isinstance(exc, errors.UsageError) else type(exc).__name__
-            message = "interrupted (Ctrl-C) while provisioning" if isinstance(exc, KeyboardInterrupt) else str(exc)
-            (run.state_dir / FAILURE_FILE).write_text(json.dumps({"type": kind_name, "message": message}))
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            message = "interrupted (Ctrl-C) while provisioning" if interrupted else str(exc)
+            (run.state_dir / FAILURE_FILE).write_text(
+                json.dumps({"type": kind_name, "message": message, "interrupted": interrupted})
+            )
             raise
         finally:
             tools.close()

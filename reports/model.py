@@ -358,9 +358,14 @@ class Report:
         return [nodeid for run in self.runs for nodeid in run.uncounted]
 
     @property
+    def not_provisioned(self) -> list[str]:
+        """Why a run's cluster could not be provisioned, once per run that could not."""
+        return [run.not_provisioned for run in self.runs if run.not_provisioned]
+
+    @property
     def verdict(self) -> Verdict:
         return verdict_of(self.totals, interrupted=self.interrupted, assumptions=self.assumptions,
-                          uncounted=self.uncounted)  # fmt: skip
+                          uncounted=self.uncounted, not_provisioned=self.not_provisioned)  # fmt: skip
 
 
 @dataclass

@@ -55,6 +55,9 @@ class RunInfo:
     command: list[str] = field(default_factory=list)
     exit_status: int | None = None
     interrupted: bool = False
+    #: Why the run's cluster could not be provisioned (the one message that names the cause and the fix); "" when it
+    #: was, or when provisioning was only interrupted (then the run is ``interrupted``).
+    not_provisioned: str = ""
     #: Cases of an interrupted run that finished on an xdist worker after pytest stopped counting: their records
     #: exist but the report leaves them out of its counts, so they agree with pytest's summary line.
     uncounted: list[str] = field(default_factory=list)

@@ -5,7 +5,10 @@ then unexpected passes.
 
 An interrupted run (Ctrl-C, SIGTERM, a collection error) is ``incomplete`` whatever its cases did, short of a product
 failure: the cases that never ran could have failed, so a dashboard or a gate that reads only the code must never
-see it as conformant. A failure it saw still makes it ``not-conformant``."""
+see it as conformant. A failure it saw still makes it ``not-conformant``.
+
+A run whose cluster could not be provisioned stops too (pytest says "Interrupted"), but nobody interrupted it: it is
+``inconclusive``, and its headline says the cluster could not be provisioned, with the reason and the fix."""
 
 from __future__ import annotations
 
@@ -30,11 +33,17 @@ class Verdict:
 
 
 def verdict_of(
-    totals: Counter, *, interrupted: bool = False, assumptions: Sequence[str] = (), uncounted: Sequence[str] = ()
+    totals: Counter,
+    *,
+    interrupted: bool = False,
+    assumptions: Sequence[str] = (),
+    uncounted: Sequence[str] = (),
+    not_provisioned: Sequence[str] = (),
 ) -> Verdict:
     """The verdict of a report whose cases have ``totals`` per status; ``assumptions`` name the versions whose
     expectations came from another version's rows; ``uncounted`` the cases of an interrupted run that finished on
-    a worker after the interrupt (pytest did not count them, nor does the report)."""
+    a worker after the interrupt (pytest did not count them, nor does the report); ``not_provisioned`` why a run's
+    cluster could not be provisioned."""
     observed = sum(n for s, n in totals.items() if s is not Status.SKIPPED)
     known = f"; {plural(totals[Status.XFAILED], 'known deviation')}" if totals[Status.XFAILED] else ""
     partial = " The run was interrupted: the cases that did not run are not judged." if interrupted else ""
@@ -44,6 +53,13 @@ def verdict_of(
             f"Not conformant: {plural(totals[Status.FAILED], 'product failure')}",
             "The system under test misbehaved in the cases listed under Product failures." + partial,
             Status.FAILED,
+        )
+    if not_provisioned:
+        return Verdict(
+            "inconclusive",
+            "Inconclusive: the run's cluster could not be provisioned, so no case was observed",
+            " ".join(dict.fromkeys(not_provisioned)) + " The cases are not judged: fix the cause and run again.",
+            Status.BROKEN,
         )
     if interrupted:
         return incomplete(totals, uncounted)

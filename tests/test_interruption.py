@@ -198,8 +198,10 @@ def test_ctrl_c_during_fake_node_creation_removes_the_nodes_made_so_far(
     assert "Traceback" not in err
     assert err.count("interrupted (Ctrl-C): removing everything run") == 1
     assert "fake nodes: removed 2" in err
-    failure = (tmp_path / "report" / ".state" / "cluster.failed.json").read_text()
-    assert "interrupted (Ctrl-C) while provisioning" in failure  # what another worker would be told
+    failure = json.loads((tmp_path / "report" / ".state" / "cluster.failed.json").read_text())
+    assert failure["message"] == "interrupted (Ctrl-C) while provisioning"  # what another worker would be told
+    assert failure["interrupted"]  # so the report says incomplete, not "could not be provisioned"
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["verdict"]["code"] == "incomplete"
 
 
 # ------------------------------------------------------------------------------------------------ the cleanup stack

@@ -165,3 +165,10 @@ def test_a_cluster_that_cannot_be_provisioned_is_one_message_and_no_further_case
     assert (name, outcome) == ("test_sees_the_verified_stack", "failed")
     assert message.startswith("kai_conformance.fixtures.errors.") and "not installed" in message, message
     assert "def cluster" not in message and ".py:" not in message, message  # the message, not a traceback
+    # Nobody interrupted it (pytest's own word for a stopped run): the report says why nothing was observed.
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["verdict"]["code"] == "inconclusive", summary["verdict"]
+    assert summary["verdict"]["headline"] == (
+        "Inconclusive: the run's cluster could not be provisioned, so no case was observed"
+    )
+    assert "not installed" in (tmp_path / "report" / "summary.md").read_text()  # the reason and its fix

@@ -165,3 +165,15 @@ def test_a_run_that_died_before_writing_its_run_info_is_incomplete(tmp_path: Pat
     assert build(generate.load(tmp_path)).verdict.code == INCOMPLETE
     RunInfo("run-1").save(tmp_path / generate.STATE)  # the control: the run's end wrote that it finished
     assert build(generate.load(tmp_path)).verdict.code == "conformant"
+
+
+def test_a_run_whose_cluster_could_not_be_provisioned_is_inconclusive_with_the_reason_not_interrupted() -> None:
+    """pytest calls the stopped run "Interrupted", but nobody interrupted it: the headline says what stopped it."""
+    reason = "KAI Scheduler is not installed. fix: pass --install always"
+    info = RunInfo("run-1", exit_status=2, interrupted=True, not_provisioned=reason)
+    verdict = build([RunRecords(info, [case("test_gang[0]", "failed", "infrastructure")])]).verdict
+    assert verdict.code == "inconclusive" and verdict.status.key != "passed"
+    assert verdict.headline == "Inconclusive: the run's cluster could not be provisioned, so no case was observed"
+    assert verdict.detail.startswith(reason)
+    interrupted = build([RunRecords(RunInfo("run-1", exit_status=2, interrupted=True), [])]).verdict
+    assert interrupted.code == INCOMPLETE  # the same stop without the provisioning failure stays incomplete
