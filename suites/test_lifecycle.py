@@ -13,7 +13,7 @@ from its TrainJob's ``spec.trainer.env`` (``KC_RUN_SECONDS``, ``KC_EXIT_CODE``, 
   (``completing-gang-spared``).
 * Completing pod by pod: a gang whose pods complete further apart than KAI's staleness grace is never evicted as
   stale; a strict xfail on the releases the row names (KAI #1968, fixed by PR #2012: v0.16.2 and later, v0.17.0),
-  so the suite reports the fix (slow).
+  so the suite reports the fix. In the PR gate: no quicker case covers the bug.
 * Failure and restart: one pod of a running gang exits 1; with a JobSet ``failurePolicy.maxRestarts`` the whole
   gang is recreated and bound again whole, every attempt (``restarted-whole``), never partially bound for longer
   than a bind takes; with no restarts left the JobSet fails (``ReachedMaxRestarts``, and the ``RestartingJobSet``
