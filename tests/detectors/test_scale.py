@@ -108,6 +108,35 @@ def test_the_ledger_fires_on_a_gang_left_partial_and_at_a_later_check_without_fu
 
 
 # ---------------------------------------------------------------------------------------------- queue bounds
+def test_a_partial_gang_whose_watch_lags_is_judged_only_once_a_list_agrees_it_is_partial() -> None:
+    """On a busy machine the watch events that complete a gang can be read well after the one that made it partial:
+    the gang looks partial past the grace though the cluster bound it whole at once. A list of the cluster decides:
+    a gang it shows otherwise than the watches did is not judged yet; one it shows as partial fires, as before."""
+    run = Run(gangs((4, 1), (2, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    run.create("g1", 0.0)
+    run.bind("g0-0", 1.0)  # the watches told of one bind of g0 ...
+    run.bind("g1-0", 1.0)  # ... and of one of g1
+    listed = copy.deepcopy(list(run.pods.values()))
+    for pod in listed:
+        if pod["metadata"]["name"].startswith("g0-"):
+            pod["spec"]["nodeName"] = "node-a"  # ... but the cluster has all of g0 bound: its events are not read yet
+    overdue = run.ledger.partial.overdue(10.0)
+    assert overdue == ["g0", "g1"]
+    lagging = run.ledger.lagging_gangs(overdue, listed)
+    assert lagging == {"g0"}  # g1 is listed exactly as the watches told it: really partial
+    verdicts = run.ledger.guard_verdicts(10.0, lagging=lagging)
+    assert not verdicts["gang-never-partial"].ok
+    assert "gang g1 partially bound (1 of 2 pods bound) for 9.0s" in verdicts["gang-never-partial"].explanation
+    lagging_only = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    lagging_only.submit()
+    lagging_only.create("g0", 0.0)
+    lagging_only.bind("g0-0", 1.0)
+    assert lagging_only.ledger.guards(10.0, lagging={"g0"}).ok  # not judged while its view lags
+    assert not lagging_only.ledger.guards(10.5).ok  # the list agreed (nothing lags): it fires
+
+
 def test_queue_limits_and_non_preemptible_quota_fire_naming_the_queue() -> None:
     bounds = [detect.QueueBounds("a", quota=4, limit=8), detect.QueueBounds("b", quota=-1, limit=-1)]
     assert detect.queue_limits({"a": 8, "b": 100}, bounds).ok

@@ -30,6 +30,7 @@ judgement) may fit the idle GPUs (``fitting-gangs-bound``, judged by the run aga
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from kai_conformance.suites.support.cases.chaos import ChaosMix
@@ -308,8 +309,8 @@ class ChaosLedger(BurstLedger):
         self.changes.append(at)
 
     # ------------------------------------------------------------------------------------------------ judging
-    def guard_verdicts(self, at: float) -> dict[str, Verdict]:
-        verdicts = super().guard_verdicts(at)
+    def guard_verdicts(self, at: float, *, lagging: Collection[str] = ()) -> dict[str, Verdict]:
+        verdicts = super().guard_verdicts(at, lagging=lagging)
         for detector in (QUEUE_LIMIT, IN_QUOTA):
             if detector in verdicts:
                 verdicts[detector] = self.violations.get(detector) or self._amount_verdict(detector)

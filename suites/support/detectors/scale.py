@@ -21,7 +21,7 @@ Once settled:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +59,19 @@ class PartialGangs:
             self.longest = max(self.longest, at - self.since.pop(gang))
             self.detail.pop(gang, None)
 
-    def check(self, at: float) -> Verdict:
+    def overdue(self, at: float) -> list[str]:
+        """The gangs partial for longer than ``grace`` at ``at``, longest first, before any is judged."""
+        return [gang for since, gang in sorted((since, gang) for gang, since in self.since.items()
+                                               if at - since > self.grace)]  # fmt: skip
+
+    def check(self, at: float, *, lagging: Collection[str] = ()) -> Verdict:
+        """Judge at ``at``. ``lagging``: overdue gangs a list of the cluster just now showed otherwise than the watches
+        told (the watch events that complete them were not read yet, as on a busy machine): how long they were
+        really partial is not known yet, so they are not judged now. A gang the list shows as partial as the watches
+        did has been partial at least since the watches first saw it so, which is how long it is said to be."""
         if self.violation is None:
-            overdue = sorted((since, gang) for gang, since in self.since.items() if at - since > self.grace)
+            overdue = sorted((since, gang) for gang, since in self.since.items()
+                             if at - since > self.grace and gang not in lagging)  # fmt: skip
             if overdue:
                 since, gang = overdue[0]
                 others = f"; {len(overdue) - 1} more gang(s) partial for as long" if len(overdue) > 1 else ""

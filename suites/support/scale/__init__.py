@@ -115,9 +115,10 @@ class Burst:
         def probe():
             self.watchers.check()
             now = time.time()
+            lagging = self._lagging_partial_gangs(now) if guarded else set()
             with self.lock:
                 if guarded:
-                    kept = self.ledger.guards(now)
+                    kept = self.ledger.guards(now, lagging=lagging)
                     if not kept.ok:
                         raise ConditionViolated(f"{what}: violated on the way: {kept}")
                 verdict = check(self.ledger, now)
@@ -147,6 +148,17 @@ class Burst:
         verdict = self.until(settled, what=what, timeout=self.timeout(), confirm=self._caught_up)
         self.settled_at = time.time()
         return verdict
+
+    def _lagging_partial_gangs(self, now: float) -> set[str]:
+        """The gangs partial past the grace whose watch events lag behind the cluster, by a list (outside the lock:
+        it asks the API server). Listed only when a gang is overdue, so a healthy burst costs no list."""
+        with self.lock:
+            overdue = self.ledger.partial.overdue(now)
+        if not overdue:
+            return set()
+        listed = self.kube.list(kinds.POD, self.namespace)
+        with self.lock:
+            return self.ledger.lagging_gangs(overdue, listed)
 
     def _caught_up(self, verdict: Verdict) -> Verdict:
         """Settled on the watches' view only once that view has caught up with a list of the cluster: a change the

@@ -19,6 +19,7 @@ is complete and nothing (creation, bind, eviction, deletion, PodGroup) has chang
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from kai_conformance.reports.records import BurstTimes, GangTimes
@@ -138,6 +139,16 @@ class BurstLedger:
         gone = len(set(seen) - set(mine))
         return differ + ([f"{gone} pod(s) gone"] if gone else [])
 
+    def lagging_gangs(self, gangs: Collection[str], listed: list[Obj]) -> set[str]:
+        """Of ``gangs``, those whose pods in ``listed`` (a list of the namespace's pods just now) differ from what the
+        watches told: their view lags, so how long they looked partial says nothing yet (:meth:`PartialGangs.check`)."""
+        wanted = set(gangs)
+        seen = {uid: (state.gang, state.node, state.live) for uid, state in self.pods.items() if state.gang in wanted}
+        mine = {uid_of(p): (str(workload_of(p)), node_of(p), (p.get("status") or {}).get("phase") not in ENDED
+                            and not is_terminating(p)) for p in listed if workload_of(p) in wanted}  # fmt: skip
+        differ = {state[0] for uid, state in mine.items() if seen.get(uid) != state}
+        return differ | {seen[uid][0] for uid in set(seen) - set(mine)}
+
     def pod(self, event_type: str, pod: Obj, at: float) -> None:
         """One watch event of a pod: its new state replaces the old one, and every count that moved moves."""
         self.events += 1
@@ -215,9 +226,10 @@ class BurstLedger:
             self.violations[detector] = verdict
 
     # ------------------------------------------------------------------------------------------------ judging
-    def guard_verdicts(self, at: float) -> dict[str, Verdict]:
-        """The over-the-run detectors at ``at``, by name: a violation seen at any change so far stays one."""
-        verdicts = {"gang-never-partial": self.partial.check(at)}
+    def guard_verdicts(self, at: float, *, lagging: Collection[str] = ()) -> dict[str, Verdict]:
+        """The over-the-run detectors at ``at``, by name: a violation seen at any change so far stays one.
+        ``lagging``: partial gangs not judged yet (:meth:`lagging_gangs`)."""
+        verdicts = {"gang-never-partial": self.partial.check(at, lagging=lagging)}
         verdicts["queue-limit"] = self.violations.get("queue-limit") or detect.queue_limits(
             self.held, self.queues.values()
         )
@@ -253,9 +265,9 @@ class BurstLedger:
         reasons = self.nothing_to_judge()
         return {name: vacuous(v, reasons[name]) if name in reasons else v for name, v in verdicts.items()}
 
-    def guards(self, at: float) -> Verdict:
+    def guards(self, at: float, *, lagging: Collection[str] = ()) -> Verdict:
         """All over-the-run detectors as one verdict (the failing ones first)."""
-        return all_of(*self.guard_verdicts(at).values())
+        return all_of(*self.guard_verdicts(at, lagging=lagging).values())
 
     def settled(self, at: float, quiet: float) -> Verdict:
         """Every gang complete and nothing changed for ``quiet`` seconds."""
