@@ -33,9 +33,10 @@ sys.path.insert(0, str(REPO_ROOT))
 from kai_conformance.clusters.gpus import ensure_gpus, fake_gpus
 from kai_conformance.clusters.suite_stack import PARENT_QUEUE, queue
 from kai_conformance.clusters.topology import load_topology, with_slices
-from kai_conformance.fixtures import cleanup, waits
+from kai_conformance.fixtures import waits
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.plugin.scheduling import CaseGate, gpu_lease
+from kai_conformance.fixtures.removal import cleanup
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace
 from tests.fakes.installation import SimulatedStack

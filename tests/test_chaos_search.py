@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures import errors
-from kai_conformance.fixtures.chaos_options import parse_duration
+from kai_conformance.fixtures.configuration.chaos_options import parse_duration
 from kai_conformance.suites.support.cases.chaos import ENDINGS, ChaosMix, ChaosQueue, ChaosWorkload, Fault
 from kai_conformance.suites.support.chaos.faults import DEFAULT_COMPONENTS, parse_components
 from kai_conformance.suites.support.chaos.mix import mixes

@@ -12,9 +12,9 @@ from kai_conformance.clusters import gpu_sharing
 from kai_conformance.clusters.install import kai
 from kai_conformance.clusters.install.suite import remove_suite_objects
 from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.settings import InstallSources
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import MANAGED_BY, SCOPE_LABEL
-from kai_conformance.fixtures.settings import InstallSources
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.suites.support.expectations.sharing import (
     GPU_SHARING_SETTING,

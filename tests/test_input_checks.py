@@ -1,5 +1,5 @@
-"""Every value and input file an option names is checked before anything is created (fixtures/input_checks.py,
-fixtures/chaos_options.py): each class of mistake is a problem with its fix, and sound values pass."""
+"""Every value and input file an option names is checked before anything is created (fixtures/configuration/input_checks.py,
+fixtures/configuration/chaos_options.py): each class of mistake is a problem with its fix, and sound values pass."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures import chaos_options, input_checks
-from kai_conformance.fixtures.resolution import kubernetes_minor_guess
+from kai_conformance.fixtures.configuration import chaos_options, input_checks
+from kai_conformance.fixtures.configuration.resolution import kubernetes_minor_guess
 
 
 @pytest.mark.parametrize(
@@ -217,7 +217,7 @@ def test_the_kubernetes_minor_is_known_even_when_other_options_are_bad() -> None
 
 
 def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: Path) -> None:
-    from kai_conformance.fixtures.resolution import resolve_settings
+    from kai_conformance.fixtures.configuration.resolution import resolve_settings
     from tests.clusters.test_kwok import Options
 
     parse_int = input_checks.lenient(int)
@@ -336,7 +336,7 @@ def test_a_kubeconfig_must_parse_and_hold_the_context(tmp_path: Path, monkeypatc
 
 def test_kwok_assets_must_be_a_directory_of_yaml_files(tmp_path: Path) -> None:
     """clusters/kwok/fake_nodes.py reads them after the kind cluster is made: a mistake in them is found now instead."""
-    from kai_conformance.fixtures.resolution import kwok_manifests_problems
+    from kai_conformance.fixtures.configuration.resolution import kwok_manifests_problems
 
     (tmp_path / "kwok.yaml").write_text("kind: [\n")
     (tmp_path / "stage-fast.yaml").write_text("kind: Stage\n")
@@ -370,7 +370,7 @@ def test_kwok_assets_must_be_a_directory_of_yaml_files(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_an_option_the_run_would_ignore_is_a_problem(given: dict, ignored: str | None) -> None:
-    from kai_conformance.fixtures.resolution import ignored_options
+    from kai_conformance.fixtures.configuration.resolution import ignored_options
 
     values = {"--cluster": "kind", "--install": "auto", **given}
     problems = ignored_options(values.get, values["--cluster"])
@@ -397,7 +397,7 @@ def test_a_url_without_a_host_is_no_source() -> None:
 )  # fmt: skip
 def test_a_version_not_spelled_as_a_release_tag_names_the_tag(name: str, value: str, tag: str) -> None:
     """Taken for a build, it used to be "not a supported combination" or "a build, not a release"."""
-    from kai_conformance.fixtures.resolution import misspelled_versions
+    from kai_conformance.fixtures.configuration.resolution import misspelled_versions
 
     given: dict[str, str | None] = {"kai": None, "trainer": None, "jobset": None, name: value}
     (problem,) = misspelled_versions(given)

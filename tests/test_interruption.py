@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from kai_conformance.clusters.install.behaviour import JOB_NAME, NAMESPACE_PREFIX
-from kai_conformance.fixtures import cleanup
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import RUN_LABEL
+from kai_conformance.fixtures.removal import cleanup
 from tests.clusters.test_plugin import Outcomes, cluster_world  # noqa: F401  (fixture)
 from tests.fakes.apiserver import serve
 from tests.fakes.bridge import route_to

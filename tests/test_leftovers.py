@@ -86,7 +86,7 @@ def test_a_leftover_namespace_is_named_with_what_holds_it(fake: FakeKube) -> Non
 
 def test_the_end_of_run_budget_grows_with_what_the_runs_namespaces_still_hold(fake: FakeKube) -> None:
     from kai_conformance.fixtures.plugin.session import end_budget
-    from kai_conformance.fixtures.teardown import REMOVAL_RATE
+    from kai_conformance.fixtures.removal.teardown import REMOVAL_RATE
     from kai_conformance.fixtures.waits import TimeoutPolicy
 
     assert end_budget(fake, "run-1", TimeoutPolicy()) == 120
@@ -100,9 +100,10 @@ def test_the_end_of_run_budget_grows_with_what_the_runs_namespaces_still_hold(fa
 
 def end_of_run(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, exitstatus: int) -> tuple[SimpleNamespace, list]:
     """The end-of-run hook of a started run on ``fake``'s cluster (no real cluster, no budget to wait out)."""
-    from kai_conformance.fixtures import cleanup, progress
+    from kai_conformance.fixtures import progress
     from kai_conformance.fixtures.plugin import session
     from kai_conformance.fixtures.plugin.options import SETTINGS_KEY
+    from kai_conformance.fixtures.removal import cleanup
 
     config = SimpleNamespace(stash=pytest.Stash())
     config.stash[SETTINGS_KEY] = SimpleNamespace(timeouts=None)  # type: ignore[assignment]

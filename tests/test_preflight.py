@@ -12,7 +12,8 @@ import pytest
 
 from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.topology import available_topologies
-from kai_conformance.fixtures import errors, preflight
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration import preflight
 from tests.fakes.kube import FakeKube
 
 REPO = Path(__file__).resolve().parent.parent

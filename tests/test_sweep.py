@@ -1,6 +1,6 @@
 """At a run's start the suite removes what an earlier run, killed too hard to clean up, left on the cluster: only
 objects whose owner process is provably gone, never a live run's, another machine's recent ones, kept ones or its
-own (fixtures/sweep.py)."""
+own (fixtures/removal/sweep.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from kai_conformance.fixtures import ownership, sweep
-from kai_conformance.fixtures.cleanup import KEPT_LABEL
+from kai_conformance.fixtures import ownership
 from kai_conformance.fixtures.kube import Obj, kinds
 from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.ownership import OWNER_ANNOTATION, Owner, stamp
+from kai_conformance.fixtures.removal import sweep
+from kai_conformance.fixtures.removal.cleanup import KEPT_LABEL
 from kai_conformance.fixtures.run import RUN_KEY, RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.fakes.kube import FakeKube

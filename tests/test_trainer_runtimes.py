@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kai_conformance.clusters import fetches, trainer_runtimes
-from kai_conformance.fixtures import errors, preflight
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration import preflight
 from kai_conformance.fixtures.plugin.markers import AREA_MARKERS
 from kai_conformance.fixtures.plugin.session import RUNTIMES_MODULE
 from kai_conformance.suites.support import shipped_runtimes
@@ -236,7 +237,7 @@ def test_a_runtimes_directory_the_area_cannot_read_is_a_preflight_problem(
     tmp_path: Path, files: dict[str, str], what: str
 ) -> None:
     """Found before anything is created (render mode too), not when the area's first case runs, nor as a traceback."""
-    from kai_conformance.fixtures.resolution import runtimes_problems
+    from kai_conformance.fixtures.configuration.resolution import runtimes_problems
 
     root = write_tree(tmp_path, files)
     (problem,) = runtimes_problems(str(root))

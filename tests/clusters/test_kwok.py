@@ -18,9 +18,9 @@ from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, pod_spec
 from kai_conformance.clusters.topology import MAX_FAKE_NODES, load_topology, with_fake_nodes
 from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.resolution import CATALOG, resolve_settings
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SUITE
-from kai_conformance.fixtures.resolution import CATALOG, resolve_settings
 from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.builders import unsliced

@@ -13,8 +13,8 @@ import yaml
 from kai_conformance.clusters.kind import render_config
 from kai_conformance.clusters.nodes import kubelet_refuses_cgroup_v1, minor_of_image, nodes_running
 from kai_conformance.clusters.provision import acquire
-from kai_conformance.fixtures import preflight
-from kai_conformance.fixtures.resolution import CATALOG, resolve_settings
+from kai_conformance.fixtures.configuration import preflight
+from kai_conformance.fixtures.configuration.resolution import CATALOG, resolve_settings
 from kai_conformance.reports.runinfo import RunInfo
 from tests.builders import unsliced
 from tests.clusters.test_kwok import Options

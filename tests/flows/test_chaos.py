@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from _pytest.outcomes import Skipped
 
-from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.configuration.chaos_options import ChaosSettings
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_chaos

@@ -12,8 +12,8 @@ import pytest
 
 from kai_conformance.clusters.install import kai
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.fixtures.configuration.settings import InstallSources
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.settings import InstallSources
 from kai_conformance.suites import test_placement
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.placement_setting import active_placement
