@@ -252,7 +252,7 @@ def test_a_runtimes_directory_the_area_cannot_read_is_a_preflight_problem(
 
 
 def test_render_mode_names_runtimes_it_cannot_download_once_and_writes_nothing(tmp_path: Path) -> None:
-    from tests.test_preflight import run_suite as run_suites
+    from tests.configuration.test_preflight import run_suite as run_suites
 
     out = tmp_path / "out"
     result = run_suites(

@@ -16,7 +16,7 @@ from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.configuration import preflight
 from tests.fakes.kube import FakeKube
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CATALOG = Catalog.load()
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kai_conformance.fixtures.apiload import PROCESS, RequestCounts, process_usage
 from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.kube.apiload import PROCESS, RequestCounts, process_usage
 from kai_conformance.fixtures.plugin import accounting
 from kai_conformance.reports import generate, html
 from kai_conformance.reports.model import RunRecords

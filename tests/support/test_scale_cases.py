@@ -24,7 +24,7 @@ from kai_conformance.suites.support.cases.scale import (
     whole_nodes,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAYOUTS = {name: load_topology(name).layout("kai-conformance") for name in available_topologies()}
 LAYOUTS["mixed"] = GpuLayout((GpuNode("big-1", 8), GpuNode("big-2", 8), GpuNode("small", 2), GpuNode("cpu", 0)))
 

@@ -156,7 +156,7 @@ class KaiConsolidation(Simulation):
     def _consolidate_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         free = self._free()
         if any(gpus_of(p) == 0 for p in waiting):
-            return None  # whole-GPU pods only: a fraction's needs are the sharing mixin's (kai_sharing.py)
+            return None  # whole-GPU pods only: a fraction's needs are the sharing mixin's (sharing.py)
         if not _preemptible(pg) or sum(free.values()) < sum(gpus_of(p) for p in waiting):
             return None
         groups = [g for g in self._all(kinds.POD_GROUP) if uid_of(g) != uid_of(pg) and _preemptible(g)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from kai_conformance.suites.support.expectations import MIN_MEMBER_ANNOTATION
 from kai_conformance.suites.support.expectations.elastic import MinimumSource, elastic_row
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound
-from tests.fakes.kai import Kai
+from tests.fakes.kai.scheduler import Kai
 from tests.fakes.simulation import Obj
 
 

@@ -97,7 +97,7 @@ class KaiFairness(Simulation):
     def _reclaim_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         mine = self._find(kinds.QUEUE, pg["spec"]["queue"], None)
         if mine is None or any(gpus_of(p) == 0 for p in waiting):
-            return None  # whole-GPU pods only: a fraction's needs are the sharing mixin's (kai_sharing.py)
+            return None  # whole-GPU pods only: a fraction's needs are the sharing mixin's (sharing.py)
         queues = self._siblings(mine)
         if len(queues) < 2:
             return None

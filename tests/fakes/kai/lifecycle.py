@@ -39,7 +39,7 @@ from kai_conformance.suites.support.expectations.lifecycle import (
 )
 from kai_conformance.suites.support.expectations.version_rows import minor
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, uid_of
-from tests.fakes.kai import Kai
+from tests.fakes.kai.scheduler import Kai
 from tests.fakes.simulation import PODGROUP_CONTROLLER, QUEUE_CONTROLLER, SCHEDULER, Obj
 
 TERMINAL = ("Succeeded", "Failed")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY, SPREAD
-from tests.fakes.kai import Kai
+from tests.fakes.kai.scheduler import Kai
 
 
 class KaiPlacement(Kai):

@@ -1,7 +1,7 @@
 """Simulated KAI Scheduler's podgrouper: skip-top-owner PodGroups named ``pg-<jobset>-<uid>``, owned by the JobSet,
 queue and priority precedence, SubGroups per version (a parent per replicatedJob and a leaf per replica, each pod
-labelled with its leaf); a bare batch/v1 Job's flat PodGroup. Area mixins (``kai_*.py``) add to what it writes
-through :meth:`KaiPodgrouper._decorate_podgroup`; ``kai_elastic`` reads ``kai.scheduler/batch-min-member`` where
+labelled with its leaf); a bare batch/v1 Job's flat PodGroup. Area mixins (the other modules of ``tests/fakes/kai/``) add to what it writes
+through :meth:`KaiPodgrouper._decorate_podgroup`; ``elastic`` reads ``kai.scheduler/batch-min-member`` where
 the version reads it.
 """
 
@@ -104,7 +104,7 @@ class KaiPodgrouper(Simulation):
         return pg
 
     def _decorate_podgroup(self, pg: Obj, jobset: Obj, top_annotations: dict[str, str]) -> Obj:
-        """Extension point for area mixins (tests/fakes/kai_*.py): more of what the podgrouper writes."""
+        """Extension point for area mixins (tests/fakes/kai/*.py): more of what the podgrouper writes."""
         return pg
 
     def _group_by_job(self, job: Obj, pod: Obj) -> bool:

@@ -1,8 +1,8 @@
 """Simulated KAI Scheduler's scheduler: all-or-nothing gangs, read through their SubGroups as KAI reads them
-(``kai_subgroups``), hierarchical queue limits, whole-gang in-queue preemption with ``Evict`` events,
-``Unschedulable`` conditions and events (``kai_refusals``). It places pods by creating BindRequests (KAI §2.4);
+(``subgroups``), hierarchical queue limits, whole-gang in-queue preemption with ``Evict`` events,
+``Unschedulable`` conditions and events (``refusals``). It places pods by creating BindRequests (KAI §2.4);
 the binder (``tests/fakes/binder.py``) binds them. What it schedules, the PodGroups, comes from the podgrouper
-(``kai_podgrouper``).
+(``podgrouper``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from kai_conformance.clusters.topology import NODE_POOL_LABEL
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import gpus_of, is_bound, is_terminating, labels_of, uid_of
-from tests.fakes.kai_podgrouper import KaiPodgrouper
-from tests.fakes.kai_refusals import KaiRefusals
-from tests.fakes.kai_subgroups import subgroup_tree
+from tests.fakes.kai.podgrouper import KaiPodgrouper
+from tests.fakes.kai.refusals import KaiRefusals
+from tests.fakes.kai.subgroups import subgroup_tree
 from tests.fakes.simulation import Obj
 
 #: KAI's reason for a non-preemptible workload beyond its queue's quota (podgroup_types.go UnschedulableReason).
@@ -138,7 +138,7 @@ class Kai(KaiPodgrouper, KaiRefusals):
         return next((n for n in self._node_order(free) if free[n] >= gpus), None)
 
     def _node_order(self, free: dict[str, int]) -> list[str]:
-        """Extension point: the order in which nodes are tried for a pod (here by name; kai_placement.py ranks them
+        """Extension point: the order in which nodes are tried for a pod (here by name; placement.py ranks them
         by the placement strategy)."""
         return sorted(free)
 
@@ -247,22 +247,22 @@ class Kai(KaiPodgrouper, KaiRefusals):
 
     def _evict_for(self, pg: Obj, waiting: list[Obj], whole: bool) -> dict[str, str] | None:
         """Extension point: the actions after allocate that evict to make room, in KAI's order (consolidation,
-        reclaim, preempt: KAI §6); kai_consolidation.py and kai_fairness.py put theirs in front of in-queue
+        reclaim, preempt: KAI §6); consolidation.py and fairness.py put theirs in front of in-queue
         preemption."""
         return self._preempt_for(pg, waiting, whole)
 
     def _may_evict(self, victim: Obj, preemptor: Obj, action: str) -> bool:
         """Extension point: may ``victim``'s gang be evicted for ``preemptor`` by ``action`` (preempt, reclaim,
-        consolidation)? kai_consolidation.py protects young victims (min-runtime)."""
+        consolidation)? consolidation.py protects young victims (min-runtime)."""
         return True
 
     def _allocated(self, pg: Obj) -> None:
-        """Extension point: called once the scheduler has placed pods of ``pg`` (kai_consolidation.py stamps
+        """Extension point: called once the scheduler has placed pods of ``pg`` (consolidation.py stamps
         ``kai.scheduler/last-start-timestamp``)."""
 
     def _to_allocate(self, pg: Obj, members: list[Obj], waiting: list[Obj]) -> list[Obj]:
         """Extension point: the pods one scheduling attempt asks for (here every waiting pod, the whole gang;
-        kai_elastic.py asks for the minimum first, then one pod at a time)."""
+        elastic.py asks for the minimum first, then one pod at a time)."""
         return waiting
 
     def _over_limit(self, queue: Obj | None, request: int) -> str | None:

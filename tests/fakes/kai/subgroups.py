@@ -15,10 +15,10 @@ PR #2096), paths under pkg/scheduler/ at v0.17.0, byte-identical at v0.16.8:
 * Members are taken in the session's SubGroup order: by allocation ratio, equal for two SubGroups both below their
   floor, then by name; here by name always, which is the same while nothing is placed.
 
-The scheduler (tests/fakes/kai.py) judges every SubGroup PodGroup's readiness here. It asks for the pods this module
+The scheduler (tests/fakes/kai/scheduler.py) judges every SubGroup PodGroup's readiness here. It asks for the pods this module
 chooses only where a ``minSubGroup`` leaves SubGroups out (:attr:`SubGroup.leaves_some_out`), where which ones are
 taken is KAI's choice; where every SubGroup is needed the choice is the whole tree's floor first, then one pod at a
-time, which the area mixins' ``_to_allocate`` already give (``kai_elastic``) and their faults change.
+time, which the area mixins' ``_to_allocate`` already give (``elastic``) and their faults change.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.expectations.topology import CONSTRAINT_FIELDS, UNSATISFIED_MESSAGE, topology_row
 from kai_conformance.suites.support.snapshot import gpus_of, labels_of
-from tests.fakes.kai import Kai
+from tests.fakes.kai.scheduler import Kai
 from tests.fakes.simulation import Faults, Obj
 
 
