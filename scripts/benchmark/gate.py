@@ -2,7 +2,7 @@
 """Measure the PR gate (``pytest suites -m "not slow"``) on a cluster in several modes, back to back, and write the
 figures. A benchmark, not a test: it times the real suite, so it needs what a suite run needs (docs/clusters.md).
 
-    python scripts/benchmark_gate.py --modes serial,2,4 --out DIR -- --reuse-cluster kai-bench [pytest options]
+    python scripts/benchmark/gate.py --modes serial,2,4 --out DIR -- --reuse-cluster kai-bench [pytest options]
 
 Each mode runs ``python -m pytest suites -m "not slow" [-n N] --report-dir=DIR/<mode> <pytest options>`` from the
 repository's root with this interpreter (modes ``serial``, ``n2``, ``n4``: report directories DIR/serial, DIR/n2,
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 # ruff: noqa: E402 - run as a script, the repository's root is put on the path first
-from scripts.benchmark_gate_figures import JUNIT, ModeResult, figures_of, write
+from scripts.benchmark.gate_figures import JUNIT, ModeResult, figures_of, write
 
 #: What runs a mode: (mode, its report directory) → the argv (the self-tests pass a fake pytest).
 Command = Callable[[str, Path], list[str]]

@@ -1,4 +1,4 @@
-"""The figures of ``scripts/benchmark_gate.py``: what one mode's report directory says (its JUnit XML and the
+"""The figures of ``scripts/benchmark/gate.py``: what one mode's report directory says (its JUnit XML and the
 cases' markers), summed per area, compared between modes, the 4-core estimate, and the Markdown/JSON output.
 
 No cluster and no package import: the inputs are files a run left (``<report-dir>/junit.xml``, the records in

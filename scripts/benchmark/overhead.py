@@ -2,8 +2,8 @@
 """Measure the suite's own overhead on the in-memory API (FakeKube): what the suite adds to every case, and how
 fast its waits notice that a state holds. No cluster is involved, so the figures isolate the suite's cost.
 
-    python scripts/benchmark.py                  # 200 cases, 20 wait trials
-    python scripts/benchmark.py --cases 1000 --trials 50 --json
+    python scripts/benchmark/overhead.py                  # 200 cases, 20 wait trials
+    python scripts/benchmark/overhead.py --cases 1000 --trials 50 --json
 
 * per-case fixtures: a Workspace creating its namespace, applying a leaf queue and a TrainJob, and tearing
   everything down (waiting until it is gone), as the ``workspace`` fixture does around every case;
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 # ruff: noqa: E402 - the in-memory API of the self-tests (tests.fakes) lives in the repository, not the package
