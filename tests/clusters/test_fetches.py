@@ -18,10 +18,10 @@ from kai_conformance.clusters.topology import load_topology, with_fake_nodes
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.configuration import preflight
 from kai_conformance.fixtures.configuration.settings import InstallSources
-from tests.clusters.test_kwok import Options
 from tests.fakes.installation import SimulatedStack, install_context, make_settings
 from tests.fakes.kwok import kwok_release_manifests, stage_fast_manifests
 from tests.install.test_jobset_trainer import TRAINER_CHART_YAML, stack  # noqa: F401 (fixture)
+from tests.kwok.test_fake_nodes import Options
 
 
 def everything_local(tmp: Path) -> InstallSources:

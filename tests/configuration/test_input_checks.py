@@ -218,7 +218,7 @@ def test_the_kubernetes_minor_is_known_even_when_other_options_are_bad() -> None
 
 def test_numbers_that_do_not_parse_are_named_together_with_their_fix(tmp_path: Path) -> None:
     from kai_conformance.fixtures.configuration.resolution import resolve_settings
-    from tests.clusters.test_kwok import Options
+    from tests.kwok.test_fake_nodes import Options
 
     parse_int = input_checks.lenient(int)
     assert parse_int("12") == 12 and isinstance(parse_int("abc"), input_checks.NotANumber)

@@ -18,16 +18,6 @@ from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
 from kai_conformance.fixtures.waits import TimeoutPolicy
-from tests.clusters.test_kwok import (
-    RUN_ID,
-    cluster_kwok_stages,
-    existing_settings,
-    fake_node_names,
-    run_context,
-    stack,  # noqa: F401  (fixture)
-    toolbox,
-    with_nodes,
-)
 from tests.fakes.installation import SimulatedStack
 from tests.fakes.kube import FakeKube
 from tests.fakes.kwok import (
@@ -37,6 +27,16 @@ from tests.fakes.kwok import (
     pod_ready_stage,
     stage,
     stage_fast_manifests,
+)
+from tests.kwok.test_fake_nodes import (
+    RUN_ID,
+    cluster_kwok_stages,
+    existing_settings,
+    fake_node_names,
+    run_context,
+    stack,  # noqa: F401  (fixture)
+    toolbox,
+    with_nodes,
 )
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
