@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from kai_conformance.clusters import trainer_runtimes
-from kai_conformance.fixtures.settings import Settings
+from kai_conformance.fixtures.configuration.settings import Settings
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 #: kwok's release assets, as the release publishes them (clusters/versions.yaml ``kwok:``).
@@ -158,7 +158,7 @@ def runtimes_fetch(settings: Settings) -> list[Fetch]:
 
 def planned_fetches(settings: Settings, image_present: Callable[[str], bool], *, runtimes: bool = False) -> list[Fetch]:
     """What this run would fetch; ``image_present(image)`` says whether the local engine holds an image;
-    ``runtimes``: the run may select cases of the runtimes area (fixtures/preflight.py ``area_may_run``)."""
+    ``runtimes``: the run may select cases of the runtimes area (fixtures/configuration/preflight.py ``area_may_run``)."""
     kind = settings.cluster == "kind"
     fetches: list[Fetch] = []
     if kind and not settings.reuse_cluster and not image_present(settings.node_image):

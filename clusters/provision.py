@@ -34,12 +34,12 @@ from kai_conformance.clusters.layout import describe_gpus
 from kai_conformance.clusters.slices import install_slices
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
-from kai_conformance.fixtures.cleanup import removal_command
 from kai_conformance.fixtures.kube import KubeApi, kinds
+from kai_conformance.fixtures.removal.cleanup import removal_command
 
 if TYPE_CHECKING:
+    from kai_conformance.fixtures.configuration.settings import Settings
     from kai_conformance.fixtures.run import RunContext
-    from kai_conformance.fixtures.settings import Settings
 
 LOCK_FILE = "cluster.lock"
 FAILURE_FILE = "cluster.failed.json"

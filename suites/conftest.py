@@ -7,11 +7,11 @@ from collections.abc import Iterator
 import pytest
 
 from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.fixtures.configuration.settings import Settings
 from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.partition import partition_of
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.run import RunContext
-from kai_conformance.fixtures.settings import Settings
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.expectations import Expectations, expectations_for

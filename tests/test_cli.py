@@ -146,7 +146,7 @@ def test_every_folder_of_the_package_is_in_the_distribution() -> None:
 
 
 def test_version_names_the_suite_and_what_a_default_run_tests(capsys: pytest.CaptureFixture[str]) -> None:
-    from kai_conformance.fixtures.resolution import CATALOG
+    from kai_conformance.fixtures.configuration.resolution import CATALOG
 
     assert cli.main(["--version"]) == 0
     printed = capsys.readouterr().out

@@ -176,7 +176,7 @@ def test_a_job(workspace):
 
 # ------------------------------------------------------------------------------ Trainer's cache behind the API
 def _workspace(fake: FakeKube):
-    from kai_conformance.fixtures.cleanup import CleanupStack
+    from kai_conformance.fixtures.removal.cleanup import CleanupStack
     from kai_conformance.fixtures.waits import TimeoutPolicy
     from kai_conformance.fixtures.workspace import Workspace
 
@@ -220,7 +220,7 @@ def test_a_trainjob_naming_a_runtime_the_test_did_not_make_is_refused_at_once() 
         workspace.apply(_trainjob("rt"))
 
 
-# ------------------------------------------------------------------------ teardown budgets (fixtures/teardown.py)
+# ------------------------------------------------------------------------ teardown budgets (fixtures/removal/teardown.py)
 SLOW_JOBS = """
 def test_many_jobs(workspace, kube):
     for index in range({count}):
@@ -277,7 +277,7 @@ def test_a_job_that_never_goes_is_an_error_naming_it(pytester: pytest.Pytester, 
 
 
 def test_the_budget_grows_with_the_work_and_never_below_the_cleanup_budget() -> None:
-    from kai_conformance.fixtures.teardown import REMOVAL_RATE, removal_budget
+    from kai_conformance.fixtures.removal.teardown import REMOVAL_RATE, removal_budget
     from kai_conformance.fixtures.waits import TimeoutPolicy
 
     assert removal_budget(TimeoutPolicy(), 0) == 120

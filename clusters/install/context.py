@@ -19,7 +19,7 @@ from kai_conformance.fixtures.kube.wire import without_nulls
 from kai_conformance.fixtures.waits import TimeoutPolicy
 
 if TYPE_CHECKING:  # the plugin layer's settings, passed in by clusters.provision
-    from kai_conformance.fixtures.settings import Settings
+    from kai_conformance.fixtures.configuration.settings import Settings
 
 
 @dataclass(frozen=True)

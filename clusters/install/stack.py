@@ -11,7 +11,7 @@ from kai_conformance.clusters.install import jobset, kai, trainer
 from kai_conformance.clusters.install.common import running_images
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.fixtures import errors, progress
-from kai_conformance.fixtures.cancellation import cancel_on, watched
+from kai_conformance.fixtures.removal.cancellation import cancel_on, watched
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ def in_parallel(tasks: dict[str, Callable[[], T]], *, cancellable: bool = False)
 
     Daemon threads: Ctrl-C interrupts the wait at once and the run ends without waiting for a long install. With
     ``cancellable`` (tasks that make objects on the cluster and remove them in ``finally``, such as the behaviour
-    probes), a Ctrl-C or SIGTERM is passed on to the tasks' waits (fixtures/cancellation.py) and the main thread
+    probes), a Ctrl-C or SIGTERM is passed on to the tasks' waits (fixtures/removal/cancellation.py) and the main thread
     waits for them to remove what they made before it goes on interrupted; a second one stops that wait.
     """
     results: dict[str, T] = {}

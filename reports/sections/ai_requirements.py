@@ -3,7 +3,7 @@
 Source: the checklists of the CNCF "Certified Kubernetes AI Platform" program, ``conformance-versions/
 KubernetesAIConformance-1.33.yaml`` … ``-1.36.yaml`` of kubernetes-sigs/ai-conformance (commit af907ca, 2026-06-11;
 summarised in ../shared/reference/ai-conformance.md). The checklists themselves are not copied here: the self-tests
-(tests/test_ai_conformance_checklist.py) compare this table and every checklist the suite writes against them.
+(tests/reports/test_ai_conformance_checklist.py) compare this table and every checklist the suite writes against them.
 
 A requirement the suite judges names the KAR that describes it and the parts its test plan asks for; each part is
 one test function of suites/test_ai_conformance.py, named ``test_<requirement id>_<part>_…``.

@@ -15,12 +15,13 @@ from kai_conformance.clusters import commands, fetches
 from kai_conformance.clusters.install import trainer
 from kai_conformance.clusters.kwok import fake_nodes as kwok
 from kai_conformance.clusters.topology import load_topology, with_fake_nodes
-from kai_conformance.fixtures import errors, preflight
-from kai_conformance.fixtures.settings import InstallSources
-from tests.clusters.test_kwok import Options
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration import preflight
+from kai_conformance.fixtures.configuration.settings import InstallSources
 from tests.fakes.installation import SimulatedStack, install_context, make_settings
 from tests.fakes.kwok import kwok_release_manifests, stage_fast_manifests
 from tests.install.test_jobset_trainer import TRAINER_CHART_YAML, stack  # noqa: F401 (fixture)
+from tests.kwok.test_fake_nodes import Options
 
 
 def everything_local(tmp: Path) -> InstallSources:
@@ -107,7 +108,7 @@ def test_kwok_manifests_must_hold_the_release_assets(tmp_path: Path) -> None:
 
 
 def resolve(tmp: Path, **given: object):
-    from kai_conformance.fixtures.resolution import resolve_settings
+    from kai_conformance.fixtures.configuration.resolution import resolve_settings
 
     return resolve_settings(Options(tmp, **given))  # type: ignore[arg-type]
 

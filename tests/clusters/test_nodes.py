@@ -13,14 +13,14 @@ import yaml
 from kai_conformance.clusters.kind import render_config
 from kai_conformance.clusters.nodes import kubelet_refuses_cgroup_v1, minor_of_image, nodes_running
 from kai_conformance.clusters.provision import acquire
-from kai_conformance.fixtures import preflight
-from kai_conformance.fixtures.resolution import CATALOG, resolve_settings
+from kai_conformance.fixtures.configuration import preflight
+from kai_conformance.fixtures.configuration.resolution import CATALOG, resolve_settings
 from kai_conformance.reports.runinfo import RunInfo
 from tests.builders import unsliced
-from tests.clusters.test_kwok import Options
 from tests.clusters.test_provision import World, world  # noqa: F401 (fixture)
 from tests.fakes.installation import NODE_CONTAINER_IMAGE, make_settings, worker_node
 from tests.fakes.kube import FakeKube
+from tests.kwok.test_fake_nodes import Options
 
 PIN_1_35 = CATALOG.node_image("1.35")
 

@@ -129,7 +129,7 @@ def test_a_suite_run_on_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fa
     cluster_world.add_workers(3, prefix="kai-conformance-worker")
     with serve(route_to(fake)) as server:
         fake_kind.update(server=server.url)
-        code, outcomes = run_suite(tmp_path, "kind", 12, "--slices", "0")  # with a slice: tests/test_slices.py
+        code, outcomes = run_suite(tmp_path, "kind", 12, "--slices", "0")  # with a slice: tests/clusters/test_slices.py
     assert {name: outcome for name, (outcome, _) in outcomes.reports.items()} == {
         "test_sees_the_verified_stack": "passed", "test_disruptive": "passed", "test_alone": "passed",
     }  # fmt: skip

@@ -17,8 +17,8 @@ from kai_conformance.clusters.install.behaviour import COUNTED_FAILED, ENDED_FAI
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.resolution import version_origins
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.resolution import version_origins
 from kai_conformance.fixtures.run import RunContext
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
@@ -178,7 +178,7 @@ def test_a_cluster_this_run_began_is_finished_not_refused(world: World) -> None:
 
 
 def test_loaded_images_go_in_before_the_install(world: World) -> None:
-    from kai_conformance.fixtures.settings import InstallSources
+    from kai_conformance.fixtures.configuration.settings import InstallSources
 
     images = ("localhost/kai/operator:pr-1", "localhost/kai/scheduler:pr-1")
     sources = InstallSources(kai_image_registry="localhost/kai", kai_image_tag="pr-1", load_images=images)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support import expectations as ex
 from kai_conformance.suites.support.snapshot import is_bound, is_terminating
-from tests.fakes.kai import Kai
+from tests.fakes.kai.scheduler import Kai
 from tests.fakes.simulation import Obj
 
 

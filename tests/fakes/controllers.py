@@ -6,10 +6,10 @@ changes, so a suite case runs end to end, offline, in milliseconds. A case that 
 makes no API call while it waits: for it they reconcile in a thread of their own (:meth:`run_in_background`). The behaviour follows the upstream facts the
 suites assert (skip-top-owner metadata merge, ``pg-<jobset>-<uid>`` owned by the JobSet, SubGroups, queue and
 priority precedence, all-or-nothing gangs, whole-gang preemption with ``Evict`` events; elastic gangs and the
-placement strategy in ``kai_elastic`` and ``kai_placement``). :class:`Faults` switches
+placement strategy in ``kai.elastic`` and ``kai.placement``). :class:`Faults` switches
 on misbehaviour, to show that a suite case then fails with a readable message. Each controller lives in its own
-module (``trainer_jobset``, ``job_controller``, ``kai``, ``binder``, ``kubelet``; the areas ``kai_topology`` and
-``kai_sharing`` as mixins over ``kai`` and ``binder``) over the shared ground of
+module (``trainer_jobset``, ``job_controller``, ``kai.scheduler``, ``binder``, ``kubelet``; the areas ``kai.topology`` and
+``kai.sharing`` as mixins over ``kai.scheduler`` and ``binder``) over the shared ground of
 ``simulation``; ``stack`` publishes what the stack looks like from outside (component Deployments, the
 podgrouper's RBAC).
 
@@ -18,11 +18,11 @@ The kubelet runs right after the scheduler, so a pod is Running as soon as it is
 ends a deleted pod within seconds, the Job controller replaces it 10 s later at the earliest).
 
 KAI's areas beyond the core live in mixins placed before :class:`Kai`, in the order of KAI's evicting actions
-(``kai_consolidation``: consolidation, min-runtime, preemption delay; ``kai_fairness``: fair share and reclaim
+(``kai.consolidation``: consolidation, min-runtime, preemption delay; ``kai.fairness``: fair share and reclaim
 across sibling queues), each overriding the core's named extension points.
 
 What ends a workload (its own exit, a JobSet restart, suspension) and what KAI then releases (PodGroup and Queue
-status, stale-gang eviction) are ``kubelet``, ``job_controller``, ``jobset_lifecycle`` and ``kai_lifecycle``.
+status, stale-gang eviction) are ``kubelet``, ``job_controller``, ``jobset_lifecycle`` and ``kai.lifecycle``.
 
 Restartable components (opt in: :meth:`SimulatedControllers.restartable`): every component as a Deployment with a
 pod the suite may delete, down until its replacement is Ready, then rebuilt from the API (``restarts``); the
@@ -39,14 +39,14 @@ from collections.abc import Callable, Collection
 from tests.fakes import stack
 from tests.fakes.binder import Binder
 from tests.fakes.job_controller import JobController
-from tests.fakes.kai import Kai
-from tests.fakes.kai_consolidation import KaiConsolidation
-from tests.fakes.kai_elastic import KaiElastic
-from tests.fakes.kai_fairness import KaiFairness
-from tests.fakes.kai_lifecycle import KaiLifecycle
-from tests.fakes.kai_placement import KaiPlacement
-from tests.fakes.kai_sharing import KaiSharing
-from tests.fakes.kai_topology import KaiTopology
+from tests.fakes.kai.consolidation import KaiConsolidation
+from tests.fakes.kai.elastic import KaiElastic
+from tests.fakes.kai.fairness import KaiFairness
+from tests.fakes.kai.lifecycle import KaiLifecycle
+from tests.fakes.kai.placement import KaiPlacement
+from tests.fakes.kai.scheduler import Kai
+from tests.fakes.kai.sharing import KaiSharing
+from tests.fakes.kai.topology import KaiTopology
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kubelet import Kubelet
 from tests.fakes.restart_faults import RestartFaults

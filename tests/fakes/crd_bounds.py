@@ -1,7 +1,7 @@
 """The bounds of KAI's PodGroup CRD as an API server enforces them, before any webhook: a PodGroup whose
 ``spec.minMember`` or ``spec.minSubGroup`` (or a SubGroup's) is below the schema's ``minimum`` is refused with 422
 and the API server's own message. The minima per KAI CRD folder are the schemas' (``../shared/crds``);
-tests/test_known_bugs.py checks this table against those schemas where they are present."""
+tests/support/test_known_bugs.py checks this table against those schemas where they are present."""
 
 from __future__ import annotations
 

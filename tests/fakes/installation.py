@@ -33,10 +33,10 @@ from kai_conformance.clusters.install.crds import SUITE_KINDS
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.clusters.topology import WORKER_INDEX_LABEL
 from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.settings import InstallSources, Settings
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.kube.kinds import Kind
 from kai_conformance.fixtures.plugin.options import CATALOG
-from kai_conformance.fixtures.settings import InstallSources, Settings
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATEGY
 from tests.builders import unsliced

@@ -11,7 +11,7 @@ field of :class:`~tests.fakes.simulation.Faults` and acting only once its compon
   had grouped before its restart;
 * ``restart_leaks_bindrequests``: the binder drops the ownerReference of every BindRequest it finishes, so garbage
   collection leaves the BindRequest behind when its pod goes;
-* ``restart_leaks_reservations`` (a field of :class:`~tests.fakes.kai_sharing.SharingFaults`: GPU sharing's own
+* ``restart_leaks_reservations`` (a field of :class:`~tests.fakes.kai.sharing.SharingFaults`: GPU sharing's own
   faults live there): the binder never deletes a reservation pod again, neither on the events that leave its GPU
   group unused nor in its start-up sync, so the reservation pod outlives the pods that shared its GPU.
 """

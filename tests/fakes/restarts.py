@@ -29,7 +29,7 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.suites.support.snapshot import is_terminating, uid_of
 from tests.builders import deployment
 from tests.fakes.binder import Binder
-from tests.fakes.kai_lifecycle import KaiLifecycle
+from tests.fakes.kai.lifecycle import KaiLifecycle
 from tests.fakes.simulation import (
     BINDER,
     JOBSET_CONTROLLER,

@@ -69,7 +69,7 @@ class Faults:
     scheduler_considers_only: int | None = None
     #: KAI keeps the GPUs of pods that ended or were deleted: its podgroup-controller never lowers a PodGroup's
     #: ``status.resourcesStatus`` (so the Queue's ``status.allocated`` never drops) and its scheduler never frees the
-    #: GPUs of an ended pod (tests/fakes/kai_lifecycle.py).
+    #: GPUs of an ended pod (tests/fakes/kai/lifecycle.py).
     ended_pods_hold_gpus: bool = False
     #: KAI's stale-gang eviction does not see Succeeded pods (KAI #1968), whatever the version's row says.
     stale_eviction_of_completing_gangs: bool = False

@@ -19,9 +19,10 @@ from kai_conformance.clusters.catalog import Catalog
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import stack_manifests
 from kai_conformance.clusters.topology import load_topology
-from kai_conformance.fixtures import cleanup, waits
+from kai_conformance.fixtures import waits
 from kai_conformance.fixtures import workspace as workspace_module
 from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.removal import cleanup
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace, prepare

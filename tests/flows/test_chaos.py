@@ -2,7 +2,7 @@
 (tests/fakes/restarts.py), the suite's own runner restarts them by deleting their pods, and a simulated KAI that
 breaks an invariant only after a restart is caught by that invariant; a seeded run on a correct KAI holds every
 invariant and measures convergence; a broken one is found, shrunk, written as a reproducer and replayed. Where the
-stack shares GPUs, mixes draw fractional workloads too (tests/fakes/kai_sharing.py), and a binder that leaves a
+stack shares GPUs, mixes draw fractional workloads too (tests/fakes/kai/sharing.py), and a binder that leaves a
 reservation pod behind after its restart is caught by ``no-leftover-reservation``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from _pytest.outcomes import Skipped
 
-from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.configuration.chaos_options import ChaosSettings
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.suites import test_chaos
@@ -30,7 +30,7 @@ from kai_conformance.suites.support.chaos.sharing import LEFTOVER_RESERVATION as
 from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAMESPACE
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests.fakes.controllers import Faults
-from tests.fakes.kai_sharing import SharingFaults
+from tests.fakes.kai.sharing import SharingFaults
 from tests.fakes.simulation import SCHEDULER, TRAINER_CONTROLLER
 from tests.flows import Harness
 

@@ -1,5 +1,5 @@
 """The consolidation suite end to end on the simulated cluster (harness: tests/flows/__init__.py; consolidation, min-runtime
-and preemption delay: tests/fakes/kai_consolidation.py). Protection windows are timed on a StepClock (tests/flows/__init__.py):
+and preemption delay: tests/fakes/kai/consolidation.py). Protection windows are timed on a StepClock (tests/flows/__init__.py):
 cluster time moves 0.5 s per snapshot, so a 30 s window passes in 60 snapshots while every wait keeps its real-time
 timeout.
 
@@ -28,8 +28,8 @@ from kai_conformance.suites.support import observe
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import kai_row
 from kai_conformance.suites.support.expectations.consolidation import LAST_EVICTION_ANNOTATION, LAST_START_ANNOTATION
-from tests.fakes import kai_consolidation
-from tests.fakes.kai_consolidation import KaiConsolidation
+from tests.fakes.kai import consolidation
+from tests.fakes.kai.consolidation import KaiConsolidation
 from tests.flows import NAMESPACE, StepClock
 
 #: Cluster seconds between two snapshots: under the suite's margin at the end of a window (1 s for API timestamps).
@@ -175,7 +175,7 @@ def test_a_kai_protecting_forever_fails_a_few_periods_after_the_end(flow, monkey
 
 def test_without_a_last_start_stamp_the_window_falls_back_to_the_wall_clock_and_says_so(flow, monkeypatch) -> None:
     # A KAI that protects the victim but keeps the start to itself: the simulation stamps another annotation.
-    monkeypatch.setattr(kai_consolidation, "LAST_START_ANNOTATION", "kai.scheduler/not-the-last-start")
+    monkeypatch.setattr(consolidation, "LAST_START_ANNOTATION", "kai.scheduler/not-the-last-start")
     h = timed(flow, monkeypatch)
     run(suite.test_a_young_victim_is_protected_for_its_min_runtime_and_no_longer, suite.MIN_RUNTIME[0], h)
     note = h.record.record.notes[0]

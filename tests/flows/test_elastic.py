@@ -1,5 +1,5 @@
 """The elastic suite end to end on the simulated cluster (harness: tests/flows/__init__.py; the elastic behaviour of the
-simulated KAI: tests/fakes/kai_elastic.py). Without a fault each case passes; a KAI that ignores the minimum, treats
+simulated KAI: tests/fakes/kai/elastic.py). Without a fault each case passes; a KAI that ignores the minimum, treats
 an elastic gang as all-or-nothing, or evicts it whole fails the case naming what it saw; the control fires. Both
 holds over the waiting surplus end on the simulated KAI's refusals, and last their wall time when its events are
 throttled.
@@ -17,8 +17,8 @@ from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations.elastic import MinimumSource, elastic_row
 from kai_conformance.suites.support.snapshot import is_bound
 from tests.fakes.controllers import Faults
-from tests.fakes.kai import Kai
-from tests.fakes.kai_elastic import KaiElastic
+from tests.fakes.kai.elastic import KaiElastic
+from tests.fakes.kai.scheduler import Kai
 from tests.flows import NAMESPACE
 
 START, PREEMPTION, CONTROL = test_elastic.START[0], test_elastic.PREEMPTION[0], test_elastic.CONTROL[0]

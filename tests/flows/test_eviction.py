@@ -7,7 +7,7 @@ self-tests show that the old workload (``pause``, which exits 0 on SIGTERM) fail
 that says why, and that the suite's workload (clusters/suite_stack.py ``WORKLOAD_COMMAND``) passes it; then the
 kubelet's and the Job controller's rules one by one.
 
-Reclaim across queues (tests/fakes/kai_fairness.py) evicts through the same ``_evict``, so its victims end the
+Reclaim across queues (tests/fakes/kai/fairness.py) evicts through the same ``_evict``, so its victims end the
 same way, through the same kubelet and Job controller.
 """
 

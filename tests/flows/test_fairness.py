@@ -1,5 +1,5 @@
 """The fairness suite end to end on the simulated cluster (harness: tests/flows/__init__.py; reclaim toward fair shares:
-tests/fakes/kai_fairness.py): each case settles and records its shares; a KAI that ignores weights, priority
+tests/fakes/kai/fairness.py): each case settles and records its shares; a KAI that ignores weights, priority
 buckets or quotas, or never reclaims, fails the case saying which queue holds what against which share; the
 control fires, and fails when its detector is blind. The reclaim cases of the preemption suite run here too, now
 that reclaim is simulated."""
@@ -13,7 +13,7 @@ from kai_conformance.suites import test_fairness, test_preemption
 from kai_conformance.suites.support.detectors.fairness import held_by_queue
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.workloads import queue_name
-from tests.fakes.kai_fairness import KaiFairness
+from tests.fakes.kai.fairness import KaiFairness
 from tests.flows import NAMESPACE
 
 #: Case id → GPUs held at the end by (first, second) team on the PR-gate layout (12 GPUs, gangs of 2).

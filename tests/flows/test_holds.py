@@ -1,5 +1,5 @@
 """Holds that end on KAI's own evidence, driven through suite cases against the simulated KAI
-(tests/fakes/kai.py refuses a pending PodGroup once per cycle, as KAI does: the ``Unschedulable`` event's count
+(tests/fakes/kai/scheduler.py refuses a pending PodGroup once per cycle, as KAI does: the ``Unschedulable`` event's count
 rises, the scheduling condition stays as it is). The timeout scale is large enough here for a hold to span several
 polls of the simulated cluster (each takes up to a tenth of a second): 0.9 s of wall time, a minimum of 0.3 s.
 """

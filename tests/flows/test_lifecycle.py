@@ -2,7 +2,7 @@
 environment variables as on a real cluster (the simulated kubelet follows ``clusters.suite_stack.planned_end``);
 their lifetimes are cluster seconds on a StepClock (0.5 s per snapshot), so a 20 s workload ends within 40
 snapshots. Ending, restarting and releasing are modelled in tests/fakes/kubelet.py, job_controller.py,
-jobset_lifecycle.py and kai_lifecycle.py.
+jobset_lifecycle.py and kai/lifecycle.py.
 
 Without a fault every case passes and records what it saw; a KAI broken in the way each detector is about fails the
 case naming it: GPUs of ended pods kept (``queue-released``, ``podgroup-after-end``, ``took-the-freed-gpus``), a

@@ -1,5 +1,5 @@
 """The placement suite end to end on the simulated cluster (harness: tests/flows/__init__.py; the strategy of the simulated KAI:
-tests/fakes/kai_placement.py, chosen by the simulated default SchedulingShard). The case of the active strategy passes,
+tests/fakes/kai/placement.py, chosen by the simulated default SchedulingShard). The case of the active strategy passes,
 the other one skips naming the setting that turns it on, a scheduler that ignores the setting fails the case, the
 control fires under either strategy; and the install path carries ``--kai-set scheduler.placementStrategy``.
 """
@@ -12,14 +12,14 @@ import pytest
 
 from kai_conformance.clusters.install import kai
 from kai_conformance.clusters.layout import GpuLayout, GpuNode
+from kai_conformance.fixtures.configuration.settings import InstallSources
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.settings import InstallSources
 from kai_conformance.suites import test_placement
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.placement_setting import active_placement
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import SimulatedStack, install_context, make_settings
-from tests.fakes.kai_placement import KaiPlacement
+from tests.fakes.kai.placement import KaiPlacement
 from tests.fakes.kube import FakeKube
 from tests.fakes.stack import default_shard
 

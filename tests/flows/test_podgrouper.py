@@ -1,6 +1,6 @@
 """The podgrouper area's SubGroup-floor case (KAI PR #2096) and its control end to end on the simulated cluster, on a
 StepClock (tests/flows/test_lifecycle.py ``lifecycle``: the hold and the watch's grace count cluster seconds, so a
-loaded machine cannot shorten them). The simulated scheduler reads SubGroups as KAI does (tests/fakes/kai_subgroups.py)
+loaded machine cannot shorten them). The simulated scheduler reads SubGroups as KAI does (tests/fakes/kai/subgroups.py)
 and hands a SubGroup below its floor the pods it has where the KAI row has the gap:
 
 * KAI v0.17.0 (the row's gap): ``aux``'s two pods are bound under a floor of 3, the case fails naming the SubGroup,
@@ -22,7 +22,7 @@ from kai_conformance.suites import test_podgrouper as suite
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations import KAI_ROWS, SUBGROUP_LABEL
 from kai_conformance.suites.support.snapshot import Snapshot
-from tests.fakes.kai import NOTHING_TO_ALLOCATE, Kai
+from tests.fakes.kai.scheduler import NOTHING_TO_ALLOCATE, Kai
 from tests.flows import NAMESPACE, Harness
 from tests.flows.test_lifecycle import Request, lifecycle
 

@@ -1,5 +1,5 @@
 """The GPU-sharing suite end to end on the simulated cluster (tests/flows/__init__.py; simulated admission, scheduler and
-binder for fractions: tests/fakes/kai_sharing.py; the reservation pods answered by the suite's own fake device layer,
+binder for fractions: tests/fakes/kai/sharing.py; the reservation pods answered by the suite's own fake device layer,
 clusters/gpu_sharing.py)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations.sharing import RESERVATION_NAMESPACE, RESERVED_GPU_ANNOTATION
 from kai_conformance.suites.support.gpu_sharing import SharingSupport
 from tests import crd_schemas
-from tests.fakes.kai_sharing import SharingFaults
+from tests.fakes.kai.sharing import SharingFaults
 
 CATALOG = Catalog.load()
 

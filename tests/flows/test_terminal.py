@@ -14,7 +14,7 @@ from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated
 from kai_conformance.suites import test_lifecycle
 from kai_conformance.suites import test_lifecycle_terminal as suite
 from tests.fakes.controllers import Faults
-from tests.fakes.kai_refusals import KaiRefusals
+from tests.fakes.kai.refusals import KaiRefusals
 from tests.fakes.trainer_jobset import TrainerAndJobSet
 from tests.flows import NAMESPACE
 from tests.flows.test_lifecycle import Request, lifecycle, verdicts

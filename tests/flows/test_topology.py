@@ -1,5 +1,5 @@
 """The topology suite end to end on the simulated cluster (tests/flows/__init__.py; simulated topology placement:
-tests/fakes/kai_topology.py) on the PR-gate layout: rack-1 = 2 workers, rack-2 = 1 worker, 4 GPUs each."""
+tests/fakes/kai/topology.py) on the PR-gate layout: rack-1 = 2 workers, rack-2 = 1 worker, 4 GPUs each."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from kai_conformance.suites import test_topology
 from kai_conformance.suites.support.cases.topology import Fill, Placement, TopologyCase
 from kai_conformance.suites.support.domains import RACK_LABEL
 from kai_conformance.suites.support.expectations import expectations_for
-from tests.fakes.kai_topology import TopologyFaults
+from tests.fakes.kai.topology import TopologyFaults
 
 CATALOG = Catalog.load()
 

@@ -22,10 +22,11 @@ from kai_conformance.clusters.install.behaviour import (
 from kai_conformance.clusters.install.suite import apply_suite_objects, remove_suite_objects
 from kai_conformance.clusters.layout import GpuLayout
 from kai_conformance.clusters.suite_stack import KAI_SCHEDULER_NAME, PARENT_QUEUE, WORKLOAD_BACKOFF_LIMIT_PER_INDEX
-from kai_conformance.fixtures import cancellation, errors
+from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SCOPE_LABEL, SUITE
 from kai_conformance.fixtures.plugin.options import CATALOG
+from kai_conformance.fixtures.removal import cancellation
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests import crd_schemas
 from tests.fakes.controllers import Faults, SimulatedControllers

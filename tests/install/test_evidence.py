@@ -17,7 +17,7 @@ from kai_conformance.clusters.install.evidence import (
     repository,
 )
 from kai_conformance.fixtures import errors
-from kai_conformance.fixtures.resolution import version_origins
+from kai_conformance.fixtures.configuration.resolution import version_origins
 from tests.fakes.installation import deployment
 from tests.fakes.kube import FakeKube
 

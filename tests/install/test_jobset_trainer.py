@@ -10,8 +10,8 @@ import yaml
 
 from kai_conformance.clusters.install import jobset, manifests, trainer
 from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.settings import InstallSources
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.settings import InstallSources
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import (
     EXPIRING,

@@ -10,9 +10,9 @@ import pytest
 from kai_conformance.clusters.commands import CommandFailed
 from kai_conformance.clusters.install import kai
 from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.settings import InstallSources
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.plugin.options import CATALOG
-from kai_conformance.fixtures.settings import InstallSources
 from tests.fakes.commands import tools_on_path
 from tests.fakes.installation import EXPIRING, SimulatedStack, install_context, make_settings
 from tests.fakes.kube import FakeKube

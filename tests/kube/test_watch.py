@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kai_conformance.fixtures import errors
-from kai_conformance.fixtures.apiload import RequestCounts
 from kai_conformance.fixtures.kube import WatchEvent, kinds
+from kai_conformance.fixtures.kube.apiload import RequestCounts
 from kai_conformance.fixtures.ownership import stamp
 from tests.fakes.kube import FakeKube
 

@@ -202,9 +202,9 @@ def test_a_run_is_described_from_its_cluster_state_else_from_its_topology() -> N
     from types import SimpleNamespace
 
     from kai_conformance.clusters.topology import load_topology
+    from kai_conformance.fixtures.configuration.settings import InstallSources
     from kai_conformance.fixtures.plugin.options import CATALOG
     from kai_conformance.fixtures.plugin.reporting import describe_run
-    from kai_conformance.fixtures.settings import InstallSources
 
     settings = SimpleNamespace(
         combination=CATALOG.combination("kai-v0.16.8+trainer-v2.2.0"), kubernetes="1.34", cluster="kind",

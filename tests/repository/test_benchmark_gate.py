@@ -1,4 +1,4 @@
-"""scripts/benchmark_gate.py without a cluster: the JUnit figures per area and slot wait, the Markdown and JSON it
+"""scripts/benchmark/gate.py without a cluster: the JUnit figures per area and slot wait, the Markdown and JSON it
 writes, the 4-worker estimate, and a Ctrl-C or SIGTERM forwarded to a fake pytest's process group."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts import benchmark_gate
-from scripts.benchmark_gate_figures import ModeResult, _nodeid_and_area, estimate, figures_of, parse_junit, write
+from scripts.benchmark import gate
+from scripts.benchmark.gate_figures import ModeResult, _nodeid_and_area, estimate, figures_of, parse_junit, write
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="4" time="60.0">
@@ -113,16 +113,16 @@ def test_no_estimate_without_what_it_needs(tmp_path: Path) -> None:
 
 
 def test_modes_and_the_options_the_benchmark_owns() -> None:
-    assert benchmark_gate.parse_modes("serial, 2,4") == ["serial", "n2", "n4"]
+    assert gate.parse_modes("serial, 2,4") == ["serial", "n2", "n4"]
     for bad in ("serial,serial", "0", "two", ""):
         with pytest.raises(ValueError):
-            benchmark_gate.parse_modes(bad)
+            gate.parse_modes(bad)
     extra = ["--reuse-cluster", "kc", "-n4", "--report-dir=x", "-k", "gang", "--junitxml", "j.xml", "-mslow"]
-    assert benchmark_gate.owned_options(extra) == ["-n4", "--report-dir=x", "--junitxml", "-mslow"]
-    argv = benchmark_gate.pytest_command(["--reuse-cluster", "kc"])("n2", Path("/out/n2"))
+    assert gate.owned_options(extra) == ["-n4", "--report-dir=x", "--junitxml", "-mslow"]
+    argv = gate.pytest_command(["--reuse-cluster", "kc"])("n2", Path("/out/n2"))
     assert argv == [sys.executable, "-m", "pytest", "suites", "-m", "not slow", "-n", "2", "--report-dir=/out/n2",
                     "--reuse-cluster", "kc"]  # fmt: skip
-    assert "-n" not in benchmark_gate.pytest_command([])("serial", Path("/out/serial"))
+    assert "-n" not in gate.pytest_command([])("serial", Path("/out/serial"))
 
 
 # A fake pytest: prints, writes a JUnit file; told to, it starts a grandchild (as xdist starts workers), signals
@@ -155,7 +155,7 @@ sys.exit(128 + sig if got else 0)
 """
 
 
-def fake_pytest(behaviour: str) -> benchmark_gate.Command:
+def fake_pytest(behaviour: str) -> gate.Command:
     return lambda mode, directory: [sys.executable, "-c", FAKE_PYTEST, str(directory), behaviour]
 
 
@@ -169,18 +169,18 @@ def fake_docker(directory: Path, script: str) -> str:
 
 def test_the_machine_names_dockers_cgroup_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", fake_docker(tmp_path / "v2", 'test "$*" = "info --format {{.CgroupVersion}}" && echo 2'))
-    assert benchmark_gate.machine()["docker"] == "cgroup v2"
+    assert gate.machine()["docker"] == "cgroup v2"
     monkeypatch.setenv("PATH", fake_docker(tmp_path / "down", "echo 'Cannot connect to the Docker daemon' >&2; exit 1"))
-    assert benchmark_gate.machine()["docker"] == "docker info failed: Cannot connect to the Docker daemon"
+    assert gate.machine()["docker"] == "docker info failed: Cannot connect to the Docker daemon"
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert benchmark_gate.machine()["docker"] == "no docker"
+    assert gate.machine()["docker"] == "no docker"
 
 
 def test_a_run_of_every_mode_writes_the_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", fake_docker(tmp_path / "bin", "echo 1"))
-    assert benchmark_gate.main(["--modes", "serial,2", "--out", str(tmp_path)], command=fake_pytest("normal")) == 0
+    assert gate.main(["--modes", "serial,2", "--out", str(tmp_path)], command=fake_pytest("normal")) == 0
     out = capsys.readouterr().out
     assert "[serial] collected 2 items" in out and "[n2] collected 2 items" in out
     figures = json.loads((tmp_path / "benchmark.json").read_text())
@@ -196,7 +196,7 @@ def test_a_run_of_every_mode_writes_the_figures(
 def test_a_signal_goes_to_the_running_pytest_and_what_was_measured_is_written(tmp_path: Path, sig: int) -> None:
     previous = signal.getsignal(sig)
     stream = io.StringIO()
-    results, text, received = benchmark_gate.run(["serial", "n2"], tmp_path, fake_pytest(str(int(sig))), {}, stream)
+    results, text, received = gate.run(["serial", "n2"], tmp_path, fake_pytest(str(int(sig))), {}, stream)
     assert received == sig and signal.getsignal(sig) is previous
     assert (tmp_path / "serial" / "got").read_text() == f"[{int(sig)}]"  # forwarded to pytest, once
     assert (tmp_path / "serial" / "worker").read_text() == str(int(sig))  # and to its process group

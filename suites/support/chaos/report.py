@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kai_conformance.fixtures import errors, progress
-from kai_conformance.fixtures.chaos_options import ChaosSettings
+from kai_conformance.fixtures.configuration.chaos_options import ChaosSettings
+from kai_conformance.fixtures.configuration.settings import Settings
 from kai_conformance.fixtures.kube import KubeApi
-from kai_conformance.fixtures.settings import Settings
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.chaos.run import Outcome
 from kai_conformance.suites.support.chaos.search import Campaign, reproducer, write_reproducer

@@ -1,0 +1,397 @@
+"""Fake GPU nodes by kwok: the options and their refusals, the node objects, the suite's Stages (their fields
+against kwok v0.8.0's Go types, and their effect on a deleted pod through a fake kwok), the install on kind,
+the use of or refusal on an existing cluster, and the removal of every fake node, also after a failure."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kai_conformance.clusters import provision
+from kai_conformance.clusters.kwok import fake_nodes as kwok
+from kai_conformance.clusters.kwok import stages as kwok_stages
+from kai_conformance.clusters.provision import Toolbox, acquire, release
+from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, pod_spec
+from kai_conformance.clusters.topology import MAX_FAKE_NODES, load_topology, with_fake_nodes
+from kai_conformance.fixtures import errors
+from kai_conformance.fixtures.configuration.resolution import CATALOG, resolve_settings
+from kai_conformance.fixtures.kube import kinds
+from kai_conformance.fixtures.ownership import MANAGED_BY, RUN_LABEL, SUITE
+from kai_conformance.fixtures.run import RunContext
+from kai_conformance.fixtures.waits import TimeoutPolicy
+from tests.builders import unsliced
+from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
+from tests.fakes.kube import FakeKube
+from tests.fakes.kwok import (
+    FakeKwok,
+    ManualClock,
+    ScaledClock,
+    kwok_release_manifests,
+    pod_delete_stage,
+    pod_ready_stage,
+    render_status,
+    stage_fast_manifests,
+)
+
+pytestmark = pytest.mark.usefixtures("fast_polling")
+
+RUN_ID = "20260101-000000-abcd"
+TIMEOUTS = TimeoutPolicy(scale=0.01)
+
+# kwok v0.8.0 pkg/apis/v1alpha1/stage_types.go: the JSON fields of the types the suite's stages use.
+STAGE_FIELDS = {"apiVersion", "kind", "metadata", "spec"}
+STAGE_SPEC_FIELDS = {"resourceRef", "selector", "weight", "weightFrom", "delay", "next", "immediateNextStage", "steps"}
+RESOURCE_REF_FIELDS = {"apiGroup", "kind"}
+SELECTOR_FIELDS = {"matchLabels", "matchAnnotations", "matchExpressions"}
+EXPRESSION_FIELDS = {"cel", "jq", "key", "operator", "values"}  # SelectorRequirement (jq keys)
+OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
+DELAY_FIELDS = {"durationMilliseconds", "durationFrom", "jitterDurationMilliseconds", "jitterDurationFrom"}
+EXPRESSION_FROM_FIELDS = {"cel", "jq", "expressionFrom"}  # ExpressionFrom
+NEXT_FIELDS = {"event", "finalizers", "delete", "patches", "statusTemplate", "statusSubresource", "statusPatchAs"}
+
+
+# ------------------------------------------------------------------------------------------------------ options
+class Options:
+    def __init__(self, tmp: Path, **given: Any) -> None:
+        self.values = {"--cluster": "kind", "--cluster-name": "kc", "--topology": "pr-gate", "--timeout-scale": 1.0,
+                       "--report-dir": str(tmp), "--install": "auto", "--workload-image": "busybox",
+                       "--fake-nodes": None, "--fake-node-gpus": None, "--kwok-managed": False, **given}  # fmt: skip
+
+    def getoption(self, name: str) -> Any:
+        if name in ("--kai-values", "--kai-set", "--trainer-set", "--load-image"):
+            return []
+        return self.values.get(name)
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ({"--fake-nodes": -1}, "--fake-nodes -1: a fake-node count must be 0..1000, not -1"),
+        ({"--fake-nodes": MAX_FAKE_NODES + 1}, "--fake-nodes 1001: a fake-node count must be 0..1000, not 1001"),
+        ({"--fake-nodes": 4, "--fake-node-gpus": 0}, "--fake-nodes 4 --fake-node-gpus 0: GPUs per fake node must be"),
+        ({"--kwok-managed": True}, "--kwok-managed declares a kwok on an existing cluster, but --cluster is kind"),
+    ],
+)
+def test_bad_fake_node_options_are_problems_with_a_fix(tmp_path: Path, given: dict, problem: str) -> None:
+    settings, problems = resolve_settings(Options(tmp_path, **given))  # type: ignore[arg-type]
+    assert settings is None
+    assert len(problems) == 1
+    assert problems[0].what.startswith(problem)
+    assert problems[0].fix
+
+
+def test_fake_node_options_override_the_topology(tmp_path: Path) -> None:
+    settings, problems = resolve_settings(Options(tmp_path, **{"--fake-nodes": 3, "--fake-node-gpus": 4}))  # type: ignore[arg-type]
+    assert problems == []
+    assert (settings.topology.fake_nodes.count, settings.topology.fake_nodes.gpus) == (3, 4)
+    scale = with_fake_nodes(load_topology("scale-500"), None, None)
+    assert (scale.fake_nodes.count, scale.fake_nodes.gpus) == (500, 8)
+    assert with_fake_nodes(unsliced("pr-gate"), None, None).fake_nodes.count == 0
+
+
+def test_scale_topologies_lay_out_their_fake_nodes_in_racks_and_zones() -> None:
+    layout = load_topology("scale-100").layout("kc")
+    fake = [n for n in layout.nodes if n.name.startswith("kc-kwok-")]
+    assert (len(fake), sum(n.gpus for n in fake), layout.total) == (100, 800, 800)
+    assert fake[0].labels["kai-conformance/rack"] == "rack-1" and fake[9].labels["kai-conformance/rack"] == "rack-1"
+    assert fake[10].labels["kai-conformance/rack"] == "rack-2"
+    assert fake[49].labels["kai-conformance/zone"] == "zone-1" and fake[50].labels["kai-conformance/zone"] == "zone-2"
+    assert fake[0].labels["nvidia.com/gpu.product"] == "KAI-Conformance-Fake-GPU"
+
+
+def test_a_topology_with_an_absurd_fake_node_count_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump({"nodes": [{"role": "control-plane"}], "fake_nodes": {"count": 100000}}))
+    with pytest.raises(errors.UsageError, match=r"fake_nodes: a fake-node count must be 0\.\.1000, not 100000"):
+        load_topology(str(path))
+
+
+# ------------------------------------------------------------------------------------------------------ nodes
+def test_a_fake_node_is_the_suites_own_kwok_node_with_gpus() -> None:
+    topology = with_fake_nodes(load_topology("scale-100"), 2, 8)
+    node = kwok.fake_nodes(topology, "kc", RUN_ID)[1]
+    meta = node["metadata"]
+    assert meta["name"] == "kc-kwok-0002"
+    assert meta["annotations"] == {"kwok.x-k8s.io/node": "fake"}
+    assert meta["labels"][MANAGED_BY] == SUITE and meta["labels"][RUN_LABEL] == RUN_ID
+    assert meta["labels"][kwok.FAKE_NODE_LABEL] == "true"
+    assert meta["labels"]["nvidia.com/gpu.product"] == "KAI-Conformance-Fake-GPU"
+    assert node["spec"]["taints"] == [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+    assert node["status"]["capacity"]["nvidia.com/gpu"] == node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+
+
+def test_workload_pods_tolerate_exactly_kwoks_taint() -> None:
+    taint = kwok.KWOK_TAINT
+    toleration = pod_spec("busybox")["tolerations"]
+    assert toleration == [KWOK_TOLERATION]
+    assert {k: KWOK_TOLERATION[k] for k in ("key", "value", "effect")} == taint
+
+
+def test_a_real_node_with_a_fake_nodes_name_is_never_changed(fake: FakeKube) -> None:
+    fake.put(worker_node("kc-kwok-0001", None))
+    topology = with_fake_nodes(unsliced("pr-gate"), 1, 8)
+    with pytest.raises(errors.UsageError, match="node kc-kwok-0001 already exists and is not the suite's"):
+        kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TIMEOUTS)
+    assert "kwok.x-k8s.io/node" not in (fake.get(kinds.NODE, "kc-kwok-0001")["metadata"].get("annotations") or {})
+
+
+def test_nodes_kwok_never_reports_ready_end_in_a_timeout_naming_kwok(fake: FakeKube) -> None:
+    topology = with_fake_nodes(unsliced("pr-gate"), 2, 8)
+    with pytest.raises(errors.WaitTimeout, match=r"(?s)0/2 Ready.*kwok-controller"):
+        kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TimeoutPolicy(scale=0.001))
+
+
+# ------------------------------------------------------------------------------------------------------ stages
+def test_the_suites_stages_use_only_fields_of_kwoks_stage_types() -> None:
+    for stage in kwok_stages.suite_stages():
+        assert set(stage) == STAGE_FIELDS and stage["apiVersion"] == "kwok.x-k8s.io/v1alpha1"
+        spec = stage["spec"]
+        assert set(spec) <= STAGE_SPEC_FIELDS
+        assert set(spec["resourceRef"]) <= RESOURCE_REF_FIELDS
+        assert set(spec["selector"]) <= SELECTOR_FIELDS
+        for expression in spec["selector"]["matchExpressions"]:
+            assert set(expression) <= EXPRESSION_FIELDS and expression["operator"] in OPERATORS
+        assert set(spec.get("delay", {})) <= DELAY_FIELDS
+        for source in ("durationFrom", "jitterDurationFrom"):
+            assert set(spec.get("delay", {}).get(source, {})) <= EXPRESSION_FROM_FIELDS
+        assert set(spec["next"]) <= NEXT_FIELDS
+        yaml.safe_load(yaml.safe_dump(stage))  # serialisable as the manifest kwok reads
+
+
+def test_the_terminate_template_gives_the_workloads_exit_code_and_phase_failed() -> None:
+    terminate = next(s for s in kwok_stages.suite_stages() if s["metadata"]["name"] == kwok_stages.TERMINATE_STAGE)
+    pod = {"spec": {"containers": [{"name": "node", "image": "busybox"}, {"name": "side", "image": "busybox"}]}}
+    status = render_status(terminate["spec"]["next"]["statusTemplate"], pod)
+    assert status["phase"] == "Failed"
+    assert [c["state"]["terminated"]["exitCode"] for c in status["containerStatuses"]] == [EVICTED_EXIT_CODE] * 2
+    assert [c["name"] for c in status["containerStatuses"]] == ["node", "side"]
+
+
+def fake_pod(name: str, node: str, finalizers: list[str] | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": "default"}
+    if finalizers:
+        meta["finalizers"] = finalizers
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeName": node, "containers": [{"name": "node", "image": "busybox"}]},
+            "status": {"phase": "Running"}}  # fmt: skip
+
+
+def test_a_deleted_pod_on_a_fake_node_ends_failed_and_goes_only_after_its_finalizers() -> None:
+    clock = ManualClock()
+    fake = FakeKube(clock=clock)
+    FakeKwok(fake)
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    for stage in kwok_stages.suite_stages():
+        fake.put(stage)
+    fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kc-kwok-0001",
+              "annotations": {"kwok.x-k8s.io/node": "fake"}}})  # fmt: skip
+    fake.put(fake_pod("held", "kc-kwok-0001", ["example.com/hold"]))
+    fake.put(fake_pod("plain", "kc-kwok-0001"))
+    fake.delete(kinds.POD, "held", "default", allow_foreign=True)
+    assert fake.get(kinds.POD, "held", "default")["status"]["phase"] == "Running"  # Terminating, as on a node
+    clock.advance(kwok_stages.TERMINATE_DELAY_MS / 1000)
+    held = fake.get(kinds.POD, "held", "default")
+    assert held["status"]["phase"] == "Failed"
+    assert held["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == EVICTED_EXIT_CODE
+    fake.patch(kinds.POD, "held", {"metadata": {"finalizers": None}}, namespace="default", allow_foreign=True)
+    fake.list(kinds.POD, "default")  # kwok acts on the next event
+    assert fake.find(kinds.POD, "held", "default") is None
+    # Without a finalizer the API server removes the pod at once (grace is the kubelet's, not modelled here).
+    fake.delete(kinds.POD, "plain", "default", allow_foreign=True)
+    assert fake.find(kinds.POD, "plain", "default") is None
+
+
+def test_a_stage_that_deletes_at_once_is_caught(fake: FakeKube) -> None:
+    """The detector above fires on kwok's own fast pod-delete (kustomize/stage/pod/fast/pod-delete.yaml)."""
+    FakeKwok(fake)
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    fake.put({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-delete"},
+              "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"}, "next": {"delete": True},
+                       "selector": {"matchExpressions": [{"key": ".metadata.deletionTimestamp",
+                                                          "operator": "Exists"}]}}})  # fmt: skip
+    fake.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "kc-kwok-0001",
+              "annotations": {"kwok.x-k8s.io/node": "fake"}}})  # fmt: skip
+    fake.put(fake_pod("held", "kc-kwok-0001", ["example.com/hold"]))
+    fake.delete(kinds.POD, "held", "default", allow_foreign=True)
+    assert fake.find(kinds.POD, "held", "default") is None  # gone with its finalizer: what the suite's stages avoid
+
+
+def test_only_the_node_stages_and_pod_ready_of_the_release_are_kept() -> None:
+    kept = kwok_stages.release_stages_kept(list(yaml.safe_load_all(stage_fast_manifests())))
+    assert [s["metadata"]["name"] for s in kept] == ["node-initialize", "node-heartbeat-with-lease", "pod-ready"]
+
+
+# ------------------------------------------------------------------------------------------------------ provisioning
+@pytest.fixture
+def stack(fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimulatedStack:
+    from kai_conformance.clusters import commands, tools
+    from tests.fakes.commands import FakeKind, tools_on_path
+
+    monkeypatch.chdir(tmp_path)
+    tools_on_path(tmp_path / "bin", monkeypatch, names=("helm", "kubectl", "docker"))
+    monkeypatch.setattr(tools, "TOOLS_BIN", tmp_path / "no-tools")
+    FakeKind.install(tmp_path / "bin", monkeypatch)
+    simulated = SimulatedStack(fake)
+    simulated.add_workers(3)
+    simulated.runner.on("kind", action=lambda argv: commands.run(argv, timeout=10, check=False))
+    simulated.runner.on("docker", "image", "inspect", stdout="sha256:0b5e\n")
+    fake.clock = ScaledClock(1 / 0.01)  # the settings' TimeoutPolicy(scale=0.01): kwok's delays scaled alike
+    FakeKwok(fake)
+    return simulated
+
+
+def toolbox(stack: SimulatedStack) -> Toolbox:
+    def fetch(url: str, timeout: float) -> str:
+        stack.fetched.append(url)
+        if url == CATALOG.kwok["controller"]:
+            return kwok_release_manifests()
+        if url == CATALOG.kwok["stages"]:
+            return stage_fast_manifests()
+        return stack.fetch(url, timeout)
+
+    return Toolbox(runner=stack.runner, kube=lambda kubeconfig, context: stack.fake, fetch=fetch)
+
+
+def run_context(tmp: Path) -> RunContext:
+    return RunContext(RUN_ID, tmp / "report", tmp / "report" / ".state", "main")
+
+
+def fake_node_names(fake: FakeKube) -> list[str]:
+    return sorted(n["metadata"]["name"] for n in fake.objects(kinds.NODE) if "-kwok-" in n["metadata"]["name"])
+
+
+def with_nodes(settings: Any, count: int) -> Any:
+    return dataclasses.replace(settings, topology=with_fake_nodes(settings.topology, count, 8))
+
+
+def test_on_kind_the_pinned_kwok_and_the_suites_stages_are_installed_then_nodes_added(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 3)
+    state = acquire(settings, run_context(tmp_path), toolbox(stack))
+    assert CATALOG.kwok["version"] == "v0.8.0"
+    assert {CATALOG.kwok["controller"], CATALOG.kwok["stages"]} <= set(stack.fetched)
+    stages = sorted(s["metadata"]["name"] for s in fake.objects(kinds.KWOK_STAGE))
+    assert stages == sorted([*kwok_stages.KEPT_RELEASE_STAGES, kwok_stages.TERMINATE_STAGE, kwok_stages.REMOVE_STAGE,
+                             kwok_stages.EXIT_STAGE])  # fmt: skip
+    assert [n for n in state.gpus if "kwok" in n] == ["kc-test-kwok-0001", "kc-test-kwok-0002", "kc-test-kwok-0003"]
+    assert all(state.gpus[n] == 8 for n in state.gpus if "kwok" in n)
+    assert state.stack["kwok"]["fake_nodes"] == 3
+    assert state.stack["kwok"]["probe"]["deleted_pod"].startswith(f"phase Failed, every container terminated with "
+                                                                   f"exit code {EVICTED_EXIT_CODE}")  # fmt: skip
+    release(settings, run_context(tmp_path), toolbox(stack))  # a reused cluster stays; its fake nodes go
+    assert fake_node_names(fake) == []
+    assert fake.get(kinds.NODE, "kc-test-worker")  # real workers untouched
+
+
+def cluster_kwok_stages(fake: FakeKube) -> list[dict]:
+    """The existing cluster's own kwok stages (release pod-ready and fast pod-delete), which the suite leaves alone."""
+    stages = [pod_ready_stage(), pod_delete_stage()]
+    for stage in stages:
+        fake.put(stage)
+    return fake.objects(kinds.KWOK_STAGE)
+
+
+def test_on_kind_a_kwok_release_that_cannot_be_read_stops_the_run_before_the_stack_is_installed(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    tools = toolbox(stack)
+    fetch = tools.fetch
+
+    def offline(url: str, timeout: float) -> str:
+        if "kwok" in url:
+            from kai_conformance.clusters.install.manifests import download
+
+            return download("http://127.0.0.1:9/kwok.yaml", 0.5)  # nothing listens: as on an air-gapped machine
+        return fetch(url, timeout)
+
+    tools.fetch = offline
+    settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 2)
+    with pytest.raises(errors.InfrastructureError) as failed:
+        acquire(settings, run_context(tmp_path), tools)
+    message = str(failed.value)
+    assert message.startswith("--fake-nodes needs kwok v0.8.0, and its release manifests cannot be read: cannot "
+                              "download http://127.0.0.1:9/kwok.yaml")  # fmt: skip
+    assert "fix: let this machine reach github.com" in message and "--cluster existing" in message
+    assert "--jobset-manifests" not in message  # the generic download hint names no option that helps here
+    assert stack.runner.commands("helm") == [] and fake.operations("apply") == []  # nothing installed
+    assert fake_node_names(fake) == []
+
+
+def existing_settings(tmp: Path, **overrides: Any) -> Any:
+    kubeconfig = tmp / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\n")
+    return make_settings(tmp, cluster="existing", kubeconfig=str(kubeconfig), context="prod", install=True,
+                         cluster_name="kc", **overrides)  # fmt: skip
+
+
+def test_an_existing_cluster_without_kwok_is_refused_in_one_message_and_nothing_is_created(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    fake.unserve(kinds.KWOK_STAGE)
+    settings = with_nodes(existing_settings(tmp_path), 2)
+    with pytest.raises(errors.UsageError) as refused:
+        acquire(settings, run_context(tmp_path), toolbox(stack))
+    message = str(refused.value)
+    assert "no kwok Stage CRD" in message and "--kwok-managed" in message and "No fake node was created" in message
+    assert fake_node_names(fake) == []
+    assert fake.operations("apply") == []
+
+
+def test_an_existing_cluster_with_a_stage_crd_but_no_controller_is_refused(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    fake.put(deployment("kwok-lookalike", "kube-system", "registry.k8s.io/notkwok/kwok-ish:v1"))
+    with pytest.raises(errors.UsageError, match="no Deployment labelled app=kwok-controller or running kwok's image"):
+        acquire(with_nodes(existing_settings(tmp_path), 2), run_context(tmp_path), toolbox(stack))
+
+
+@pytest.mark.parametrize("how", ["found", "found by image", "declared"])
+def test_an_existing_clusters_kwok_is_used_and_its_stages_left_alone(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path, how: str
+) -> None:
+    if how == "found":
+        fake.put(deployment("kwok-controller", "kube-system", "registry.k8s.io/kwok/kwok:v0.8.0",
+                            {"app": "kwok-controller"}))  # fmt: skip
+    if how == "found by image":
+        fake.put(deployment("fake-kubelet", "sim", "mirror.example.com/kwok/kwok:v0.7.0"))
+    own = cluster_kwok_stages(fake)
+    settings = with_nodes(existing_settings(tmp_path, kwok_managed=how == "declared"), 2)
+    state = acquire(settings, run_context(tmp_path), toolbox(stack))
+    assert state.stack["kwok"]["origin"].startswith(
+        {"found": "found: Deployment kube-system/", "found by image": "found: Deployment sim/", "declared": "declared"}[
+            how
+        ]
+    )
+    # the suite installs and changes no stage on a cluster it does not own
+    assert [(s["metadata"], s["spec"]) for s in fake.objects(kinds.KWOK_STAGE)] == [
+        (s["metadata"], s["spec"]) for s in own
+    ]
+    probe = state.stack["kwok"]["probe"]
+    assert (probe["node"], probe["stages"]) == ("prod-kwok-0001", ["pod-delete", "pod-ready"])
+    assert probe["deleted_pod"].startswith("not judged")
+    assert fake_node_names(fake) == ["prod-kwok-0001", "prod-kwok-0002"]  # named after the context
+    release(settings, run_context(tmp_path), toolbox(stack))
+    assert fake_node_names(fake) == []
+
+
+def test_fake_nodes_are_removed_when_provisioning_fails_after_creating_them(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> list[str]:
+        raise errors.InfrastructureError("the suite's runtimes could not be applied")
+
+    monkeypatch.setattr(provision, "apply_suite_objects", broken)
+    cluster_kwok_stages(fake)
+    settings = with_nodes(existing_settings(tmp_path, kwok_managed=True), 3)
+    with pytest.raises(errors.InfrastructureError, match="runtimes could not be applied"):
+        acquire(settings, run_context(tmp_path), toolbox(stack))
+    assert len(fake_node_names(fake)) == 3  # created before the failure
+    fake.put(worker_node("gpu-real", None, capacity=8))
+    release(settings, run_context(tmp_path), toolbox(stack))
+    assert fake_node_names(fake) == []
+    assert fake.get(kinds.NODE, "gpu-real")
