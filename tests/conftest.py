@@ -6,6 +6,7 @@ import functools
 import gc
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -123,6 +124,16 @@ def fast_timeouts() -> TimeoutPolicy:
 def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     """Waits poll every 10 ms instead of 250 ms: tests of retries and timeouts take milliseconds."""
     monkeypatch.setattr(waits, "POLL_INTERVAL", 0.01)
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """A SIGINT raises KeyboardInterrupt in the main thread during the test, whatever this process inherited: a shell
+    that starts a command in the background (``.ci/run &``, a job runner without job control) hands it SIGINT
+    ignored, Python then installs no handler, and a test that sends itself a Ctrl-C would see nothing happen."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

@@ -161,7 +161,9 @@ def test_removal_reports_a_parent_queue_the_webhook_keeps(fake: FakeKube) -> Non
     assert "deletion refused: cannot delete queue kai-conformance: it has child queues [q1]" in problems[0]
 
 
-def test_an_interrupted_run_waits_for_a_task_still_running_though_the_interruption_broke_its_join() -> None:
+def test_an_interrupted_run_waits_for_a_task_still_running_though_the_interruption_broke_its_join(
+    ctrl_c_raises: None,
+) -> None:
     """A Ctrl-C that breaks the main thread's ``Thread.join`` leaves the thread marked stopped while it still runs
     (CPython 3.11, bpo-45274's handling), so a second join returns at once: the wait is on each task's own end. The
     task here ends 1 s after the interruption (a stated margin: with a second join the main thread went on at once,
@@ -190,7 +192,9 @@ def test_an_interrupted_run_waits_for_a_task_still_running_though_the_interrupti
     assert ended == ["removed"], "the main thread went on while the task was still removing what it made"
 
 
-def test_an_interrupted_cancellable_step_removes_what_it_made_before_the_run_goes_on(fast_polling) -> None:
+def test_an_interrupted_cancellable_step_removes_what_it_made_before_the_run_goes_on(
+    fast_polling: None, ctrl_c_raises: None
+) -> None:
     """A Ctrl-C (SIGTERM alike) reaches only the main thread: it is passed on to each step's wait, nested steps
     included (the slices' probes inside the slices' step), and the main thread raises only once each has removed
     what it made."""

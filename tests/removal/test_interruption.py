@@ -25,7 +25,7 @@ from tests.fakes.installation import SimulatedStack, worker_node
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.kwok import FakeKwok, pod_delete_stage, pod_ready_stage
 
-pytestmark = pytest.mark.usefixtures("fast_polling", "quiet_loopback_server")
+pytestmark = pytest.mark.usefixtures("fast_polling", "quiet_loopback_server", "ctrl_c_raises")
 
 
 @pytest.fixture
