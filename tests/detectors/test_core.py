@@ -310,6 +310,16 @@ def test_partial_gang_watch_tolerates_a_moment_but_not_a_persistent_partial_gang
     assert "for 6.0s" in verdict.explanation
 
 
+def test_a_gang_whose_pods_complete_one_by_one_is_completing_not_partial() -> None:
+    """Seen on real kind under load: the 12 pods of a completing gang ended over more than the grace (their
+    containers had started seconds apart), and the rest looked like a partially bound gang."""
+    running = b.gang(4, bound=4)
+    completing = [*running[:2], *(dict(p, status={"phase": "Succeeded"}) for p in running[2:])]
+    assert watch_over([snap(*completing, taken_at=T0 + t) for t in range(8)], 4, grace=5).ok
+    gone = running[:2]  # the same two pods bound, the other two deleted before they ended: still a partial gang
+    assert not watch_over([snap(*gone, taken_at=T0 + t) for t in range(8)], 4, grace=5).ok
+
+
 # ----------------------------------------------------------------------------------------- labels and RBAC
 def test_arrivals_frame_found_to_catch_the_violation() -> None:
     tj, key = b.trainjob(), "label.kai-conformance.io/x"

@@ -141,6 +141,10 @@ class PartialGangWatch:
 
     Binding and eviction are not atomic (the binder binds pods one by one; an eviction deletes them one by one),
     so one snapshot may catch a gang half-way; a *persistent* partial gang is the violation.
+
+    A gang one of whose pods ended ``Succeeded`` is completing, not partially bound: its workload's pods end one by
+    one, as far apart as their containers started (seconds on a busy node), and the rest stay bound until then. Such
+    a gang is not judged here; whether a completing gang is spared eviction is ``completing-gang-spared``'s.
     """
 
     def __init__(self, size: int, grace: float) -> None:
@@ -152,6 +156,9 @@ class PartialGangWatch:
     def observe(self, snap: Snapshot) -> Verdict:
         self.observations += 1
         verdict = gang_all_or_nothing(snap, self.size)
+        completed = [p for p in snap.pods if (p.get("status") or {}).get("phase") == "Succeeded"]
+        if completed and not verdict.ok:
+            verdict = Verdict("gang", True, f"completing: {len(completed)} of {self.size} pods ended Succeeded")
         if verdict.ok:
             if self.since is not None:  # the partial moment ended somewhere before this observation
                 self.longest = max(self.longest, snap.taken_at - self.since)
