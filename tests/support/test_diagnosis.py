@@ -106,6 +106,18 @@ def test_missing_pods_name_the_job_controller_without_calling_it_down() -> None:
     assert "only 1 of 2 pods exist" in found.text()
 
 
+def test_a_completing_gang_is_not_blamed_on_the_job_controller() -> None:
+    """Seen on real kind: the pods that ended Succeeded are not live, and the chain said "only 2 of 12 pods exist",
+    blaming the Job controller for a workload that was completing."""
+    tj, js, job, pods, pg = chain(2)
+    pods[1]["status"] = {"phase": "Succeeded"}
+    found = dg.diagnose(facts(tj, js, job, *pods, podgroups=(pg,)), "gang", 2)
+    assert found.chain[-1] == "1 of 2 pods (1 more ended Succeeded)"
+    assert found.broken is not None and found.broken.component is None
+    assert "1 of 2 pods ended Succeeded: the workload is completing" in found.text()
+    assert "Job controller" not in found.text()
+
+
 def test_no_podgroup_while_the_podgrouper_may_not_read_jobsets_is_infrastructure() -> None:
     tj, js, job, pods, _ = chain(2, grouped=False)
     per_job = b.podgroup(job, name="pg-gang-node-0")

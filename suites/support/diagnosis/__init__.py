@@ -166,7 +166,10 @@ def diagnose(
         names = ", ".join(str(r.get("name")) for r in missing) or "any"
         return stop(absent(JOBSET, facts, f"no Job yet for replicatedJob(s) {names}", conditions(jobset)))
     live = snap.live_pods
-    chain.append(f"{len(live)} of {size} pods")
+    succeeded = [p for p in snap.pods if (p.get("status") or {}).get("phase") == "Succeeded"]
+    chain.append(f"{len(live)} of {size} pods" + (f" ({len(succeeded)} more ended Succeeded)" if succeeded else ""))
+    if len(live) < size and len(live) + len(succeeded) >= size:
+        return stop(Finding(None, f"{len(succeeded)} of {size} pods ended Succeeded: the workload is completing"))
     if len(live) < size:
         suspended = [j for j in snap.jobs if (j.get("spec") or {}).get("suspend")]
         if suspended:
