@@ -14,10 +14,19 @@ kwok itself: on kind the suite installs the pinned release (clusters/versions.ya
 like JobSet, plus its own pod-ending stages (clusters/kwok/stages.py). On an existing cluster it uses the kwok that
 runs there (its Stage CRD is served and a kwok-controller Deployment exists, or ``--kwok-managed``) and changes
 none of its stages; without one it refuses.
+
+On kind the fake nodes get no InternalIP (:func:`without_node_ip`). kwok's release gives every node it manages the
+address of kwok's own pod (``--node-ip=$(POD_IP)``); kind's CNI, kindnetd, routes each other node's pod CIDR through
+that node's InternalIP (kind images/kindnetd/cmd/kindnetd/main.go ``reconcileNode``, routes.go ``syncRoute``), a pod
+IP is not on the nodes' link, the kernel answers "network is unreachable", and after five tries kindnetd panics
+("Maximum retries reconciling node routes") on every real node, again every restart, for as long as a fake node
+exists (seen at 300 fake nodes on kind, 2026-11-27, docs/clusters.md; aojea/kindnet#46 is the same panic). A node without an
+InternalIP is one kindnetd leaves alone, and nothing the suite or KAI does reads a fake node's address.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -136,6 +145,41 @@ def remove_fake_nodes(kube: KubeApi, run_id: str, timeouts: TimeoutPolicy) -> li
 
 
 # ------------------------------------------------------------------------------------------------------ kwok
+#: kwok's flag for the address it gives the nodes it manages (pkg/kwok/cmd/root.go); without it, none.
+NODE_IP_FLAG = "--node-ip"
+
+
+def without_node_ip(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """kwok's manifests with ``--node-ip`` taken from its controller's args (both ``--node-ip=X`` and ``--node-ip X``),
+    so kwok's node stages write no InternalIP (kustomize/stage/node/fast ``{{ with NodeIP }}``): see the module's
+    docstring for kindnetd."""
+    changed = []
+    for obj in objects:
+        containers = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+        if obj.get("kind") != "Deployment" or not containers:
+            changed.append(obj)
+            continue
+        copied = copy.deepcopy(obj)
+        for container in copied["spec"]["template"]["spec"]["containers"]:
+            if KWOK_IMAGE.search(container.get("image", "")) and container.get("args"):
+                container["args"] = _drop_flag(container["args"], NODE_IP_FLAG)
+        changed.append(copied)
+    return changed
+
+
+def _drop_flag(args: list[str], flag: str) -> list[str]:
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+        elif arg == flag:
+            skip_value = True
+        elif not arg.startswith(f"{flag}="):
+            kept.append(arg)
+    return kept
+
+
 Release = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # kwok.yaml's objects, stage-fast.yaml's
 
 
@@ -165,7 +209,7 @@ def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str, release: Relea
     controller, release_stages = release or load_kwok(ctx)
     origin = ctx.settings.kwok_manifests or pin["controller"]
     progress.report(f"kwok {pin['version']}: installing from {origin}")
-    applied = manifests.apply_all(kube, controller, ctx.timeouts, "kwok")
+    applied = manifests.apply_all(kube, without_node_ip(controller), ctx.timeouts, "kwok")
     applied += manifests.apply_all(kube, kwok_stages.release_stages_kept(release_stages), ctx.timeouts, "kwok stages")
     for stage in kwok_stages.suite_stages():
         kube.apply(stamp(stage, run_id))

@@ -293,7 +293,9 @@ def kwok_release_manifests() -> str:
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "kwok-controller", "namespace": "kube-system", "labels": {"app": "kwok-controller"}},
         "spec": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "kwok-controller", "image": "registry.k8s.io/kwok/kwok:v0.8.0"}]}}},
+            {"name": "kwok-controller", "image": "registry.k8s.io/kwok/kwok:v0.8.0",
+             "args": ["--config=/root/.kwok/kwok.yaml", "--node-ip=$(POD_IP)"],
+             "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}]}}},
     }  # fmt: skip
     return yaml.safe_dump_all([stage_crd, deployment])
 

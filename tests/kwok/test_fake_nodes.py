@@ -288,6 +288,45 @@ def test_on_kind_the_pinned_kwok_and_the_suites_stages_are_installed_then_nodes_
     assert fake.get(kinds.NODE, "kc-test-worker")  # real workers untouched
 
 
+def kwok_args(fake: FakeKube) -> list[str]:
+    controller = fake.get(kinds.DEPLOYMENT, "kwok-controller", "kube-system")
+    return controller["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_on_kind_kwok_gives_the_fake_nodes_no_address_for_kindnetd_to_route_through(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path
+) -> None:
+    assert "--node-ip=$(POD_IP)" in kwok_release_manifests()  # what the release asks for
+    settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 1)
+    acquire(settings, run_context(tmp_path), toolbox(stack))
+    assert kwok_args(fake) == ["--config=/root/.kwok/kwok.yaml"]
+    release(settings, run_context(tmp_path), toolbox(stack))
+
+
+@pytest.mark.parametrize(
+    ("args", "kept"),
+    [
+        (["--config=c", "--node-ip=$(POD_IP)"], ["--config=c"]),
+        (["--node-ip", "10.0.0.1", "--config=c"], ["--config=c"]),
+        (["--config=c"], ["--config=c"]),
+        (["--node-ip-pool=x", "--config=c"], ["--node-ip-pool=x", "--config=c"]),
+    ],
+    ids=["equals", "separate-value", "absent", "another-flag-with-that-prefix"],
+)
+def test_only_kwoks_node_ip_flag_is_taken_from_its_controller(args: list[str], kept: list[str]) -> None:
+    kwok_container = {"name": "kwok-controller", "image": "registry.k8s.io/kwok/kwok:v0.8.0", "args": list(args)}
+    other = {"name": "sidecar", "image": "example.com/sidecar:1", "args": ["--node-ip=1.2.3.4"]}
+    release = [
+        {"kind": "CustomResourceDefinition", "metadata": {"name": "stages.kwok.x-k8s.io"}},
+        {"kind": "Deployment", "spec": {"template": {"spec": {"containers": [kwok_container, other]}}}},
+    ]
+    changed = kwok.without_node_ip(release)
+    assert changed[0] == release[0]
+    assert changed[1]["spec"]["template"]["spec"]["containers"][0]["args"] == kept
+    assert changed[1]["spec"]["template"]["spec"]["containers"][1] == other  # not kwok's: left alone
+    assert release[1]["spec"]["template"]["spec"]["containers"][0]["args"] == args  # the release is not changed
+
+
 def cluster_kwok_stages(fake: FakeKube) -> list[dict]:
     """The existing cluster's own kwok stages (release pod-ready and fast pod-delete), which the suite leaves alone."""
     stages = [pod_ready_stage(), pod_delete_stage()]
