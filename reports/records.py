@@ -58,6 +58,10 @@ class DetectorVerdict:
 #: What the reports say of a control verdict (a control case passes only when its detector fires).
 CONTROL_FIRED = "detector fired as expected"
 CONTROL_SILENT = "detector did not fire"
+#: What a runtimes case's skip says when the cluster, not KAI, kept its pods off their nodes (suites/test_runtimes.py);
+#: the runtimes table reads it in the skip's message (reports/sections/runtime_table.py). Here, in the record format the
+#: two share: the suites import no other module of reports/ (docs/ARCHITECTURE.md, the layers).
+RUNTIME_NOT_JUDGED = "KAI is not judged"
 
 
 @dataclass

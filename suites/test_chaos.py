@@ -49,8 +49,8 @@ from kai_conformance.clusters.state import ClusterState
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.configuration.chaos_options import ChaosSettings, chaos_settings
 from kai_conformance.fixtures.configuration.settings import Settings
+from kai_conformance.fixtures.diagnostics import diagnostics_dir
 from kai_conformance.fixtures.kube import KubeApi
-from kai_conformance.fixtures.plugin.case import diagnostics_dir
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy

@@ -52,8 +52,7 @@ from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.render import RenderContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from kai_conformance.fixtures.workspace import Workspace
-from kai_conformance.reports.records import CaseRecorder
-from kai_conformance.reports.sections.runtime_table import NOT_JUDGED
+from kai_conformance.reports.records import RUNTIME_NOT_JUDGED, CaseRecorder
 from kai_conformance.suites.support.cases.contract import param, require_gpus
 from kai_conformance.suites.support.cases.runtimes import (
     WORKLOAD,
@@ -221,7 +220,7 @@ def run_case(
     if stop is not Step.FIRST:  # its pods are to bind: they need the volumes they mount
         missing = missing_storage_class(workspace.kube, rt)
         if missing:
-            pytest.skip(f"{missing}: its pods cannot bind on this cluster, {NOT_JUDGED}; {STORAGE_FIX}")
+            pytest.skip(f"{missing}: its pods cannot bind on this cluster, {RUNTIME_NOT_JUDGED}; {STORAGE_FIX}")
     workspace.apply_all(case.manifests(ctx))
     rjobs = rt.replicated_jobs()
     first = {r.name: r.pods * r.replicas for r in rjobs if r.name in rt.up_front}
@@ -256,7 +255,7 @@ def run_case(
     except (AssertionError, errors.InfrastructureError):
         unbound = unprovisioned_claim(workspace.kube, workspace.namespace) if claim_templates(rt) else None
         if unbound:  # the provisioner, not KAI, keeps the pods off their nodes: no verdict either way
-            pytest.skip(f"{rt.name}: {unbound}; its pods cannot bind here, {NOT_JUDGED}; {STORAGE_FIX}")
+            pytest.skip(f"{rt.name}: {unbound}; its pods cannot bind here, {RUNTIME_NOT_JUDGED}; {STORAGE_FIX}")
         raise
     record.verdict(bound)
     if later:

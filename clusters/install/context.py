@@ -18,7 +18,7 @@ from kai_conformance.fixtures.kube import KubeApi
 from kai_conformance.fixtures.kube.wire import without_nulls
 from kai_conformance.fixtures.waits import TimeoutPolicy
 
-if TYPE_CHECKING:  # the plugin layer's settings, passed in by clusters.provision
+if TYPE_CHECKING:  # the run's settings (fixtures/configuration/settings.py), passed in by clusters.provision
     from kai_conformance.fixtures.configuration.settings import Settings
 
 

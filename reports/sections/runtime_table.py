@@ -11,13 +11,12 @@ import re
 from dataclasses import dataclass, field
 
 from kai_conformance.reports.model import Case, Report, Status
+from kai_conformance.reports.records import RUNTIME_NOT_JUDGED as NOT_JUDGED
 
 AREA = "runtimes"
 SHIPPED = "test_a_shipped_runtime_runs_under_kai"
 WORKAROUND = "test_a_depends_on_runtime_runs_with_the_workaround"
 _ISSUE = re.compile(r"(KAI issue |KAI )?#(\d+)")
-#: What a runtime case's skip says when the cluster, not KAI, kept its pods off their nodes (suites/test_runtimes.py).
-NOT_JUDGED = "KAI is not judged"
 
 
 @dataclass
