@@ -20,6 +20,7 @@ from kai_conformance.suites.support.scale.ledger import BurstLedger
 from tests import builders
 
 GRACE = 5.0
+BIND_ALLOWANCE = 120.0
 
 
 class Run:
@@ -27,8 +28,9 @@ class Run:
 
     def __init__(self, gangs: list[PlannedGang], queues: list[PlannedQueue], cluster: int = 64) -> None:
         self.plan = BurstPlan(tuple(gangs), tuple(queues), cluster)
-        self.ledger = BurstLedger(self.plan, GRACE)
+        self.ledger = BurstLedger(self.plan, GRACE, bind_allowance=BIND_ALLOWANCE)
         self.pods: dict[str, dict] = {}
+        self.requests: dict[str, dict] = {}
 
     def submit(self, at: float = 0.0) -> None:
         for gang in self.plan.gangs:
@@ -48,6 +50,22 @@ class Run:
     def bind(self, name: str, at: float, node: str = "node-a") -> None:
         self.pods[name]["spec"]["nodeName"] = node
         self.ledger.pod("MODIFIED", copy.deepcopy(self.pods[name]), at)
+
+    def request(self, name: str, at: float, node: str = "node-a") -> None:
+        """KAI's BindRequest for pod ``name`` (Pending: the binder has yet to bind it)."""
+        request = {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+                   "metadata": {"name": name, "namespace": "ns", "uid": f"br-{name}"},
+                   "spec": {"podName": name, "selectedNode": node}, "status": {"phase": "Pending"}}  # fmt: skip
+        self.requests[name] = request
+        self.ledger.bindrequest("ADDED", copy.deepcopy(request), at)
+
+    def request_all(self, gang: str, at: float) -> None:
+        for name in [n for n in self.pods if n.startswith(f"{gang}-")]:
+            self.request(name, at)
+
+    def finish(self, name: str, phase: str, at: float) -> None:
+        self.requests[name]["status"]["phase"] = phase
+        self.ledger.bindrequest("MODIFIED", copy.deepcopy(self.requests[name]), at)
 
     def bind_all(self, gang: str, at: float, node: str = "node-a") -> None:
         for name in [n for n in self.pods if n.startswith(f"{gang}-")]:
@@ -105,6 +123,119 @@ def test_the_ledger_fires_on_a_gang_left_partial_and_at_a_later_check_without_fu
     assert run.ledger.guards(5.9).ok
     verdict = run.ledger.guards(6.5)
     assert not verdict.ok and "gang g0 partially bound (2 of 4 pods bound) for 5.5s" in verdict.explanation
+
+
+def test_a_gang_kai_placed_whole_may_take_the_binders_pace_to_bind_but_not_longer() -> None:
+    """Real kind, 300 fake nodes (2026-11-27): a 16-pod gang KAI placed whole took 5.1 s from its first bind to its
+    last, the binder binding pod by pod behind every other gang. Its pods being bound (a Pending BindRequest each) make
+    it *binding*, judged against the bind allowance; a binder that leaves it part bound longer fires."""
+    run = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    run.request_all("g0", 0.5)
+    run.bind("g0-0", 1.0)
+    run.bind("g0-1", 4.0)
+    verdict = run.ledger.guards(30.0)
+    assert verdict.ok, verdict
+    run.bind("g0-2", 31.0)
+    assert run.ledger.guards(BIND_ALLOWANCE).ok
+    verdict = run.ledger.guards(BIND_ALLOWANCE + 1.5)
+    assert not verdict.ok
+    assert ("gang g0 partially bound (3 of 4 pods bound, the other 1 being bound) for 120.5s, more than the 120s the "
+            "binder may take to bind a gang KAI placed whole") in verdict.explanation  # fmt: skip
+
+
+def test_a_gang_binding_within_the_allowance_never_fires_and_its_moment_is_counted() -> None:
+    run = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    run.request_all("g0", 0.5)
+    for index in range(4):
+        run.bind(f"g0-{index}", 1.0 + 3 * index)  # 9 s from the first bind to the last
+    verdict = run.ledger.guards(60.0)
+    assert verdict.ok and "the longest 9.0s" in verdict.explanation, verdict
+
+
+@pytest.mark.parametrize("how", ["no-bindrequest", "bindrequest-failed", "bindrequest-deleted"])
+def test_pods_of_a_part_bound_gang_that_nothing_is_binding_fire_after_the_grace(how: str) -> None:
+    """Only a BindRequest the binder has not finished makes a pod *being bound*: without one, after a Failed one or
+    once it is gone, the gang is partial and gets the grace, not the allowance."""
+    run = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    for index in range(2):
+        run.request(f"g0-{index}", 0.5)
+        run.bind(f"g0-{index}", 1.0)
+    if how != "no-bindrequest":
+        run.request_all("g0", 1.0)
+        for index in (2, 3):
+            if how == "bindrequest-failed":
+                run.finish(f"g0-{index}", "Failed", 2.0)
+            else:
+                run.ledger.bindrequest("DELETED", copy.deepcopy(run.requests[f"g0-{index}"]), 2.0)
+    verdict = run.ledger.guards(6.5)
+    assert not verdict.ok  # partial since its first pod was placed: the BindRequest at 0.5 s
+    assert (
+        "gang g0 partially bound (2 of 4 pods bound) for 6.0s, more than the 5s a gang may take" in verdict.explanation
+    )
+
+
+def test_kai_placing_part_of_a_gang_fires_even_before_any_pod_is_bound() -> None:
+    run = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    run.request("g0-0", 1.0)
+    run.request("g0-1", 1.0)
+    assert run.ledger.guards(5.9).ok
+    verdict = run.ledger.guards(6.5)
+    assert not verdict.ok and "(0 of 4 pods bound, 2 being bound) for 5.5s" in verdict.explanation
+
+
+def test_a_gang_placed_whole_with_no_pod_bound_yet_is_not_partial() -> None:
+    """Nothing of it runs: a binder that binds nothing at all is a stalled burst, which the stall limit ends."""
+    run = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    run.request_all("g0", 1.0)
+    verdict = run.ledger.guards(BIND_ALLOWANCE * 2)
+    assert verdict.ok and "the longest 0.0s; 0 partial now" in verdict.explanation, verdict
+
+
+def test_a_bindrequest_seen_before_its_pod_counts_once_the_pod_is_seen() -> None:
+    """The pods and the BindRequests come by two watches, in no order between them."""
+    run = Run(gangs((2, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    planned = run.plan.gangs[0]
+    first = builders.pod("g0-0", workload="g0", gpus=planned.gpus)
+    first["metadata"]["uid"] = "g0-0-uid"
+    run.pods["g0-0"] = first
+    run.ledger.pod("ADDED", copy.deepcopy(first), 0.0)
+    run.request("g0-0", 0.5)
+    run.request("g0-1", 0.5)  # its pod is not seen yet
+    run.bind("g0-0", 1.0)
+    second = builders.pod("g0-1", workload="g0", gpus=planned.gpus)
+    second["metadata"]["uid"] = "g0-1-uid"
+    run.pods["g0-1"] = second
+    run.ledger.pod("ADDED", copy.deepcopy(second), 1.2)
+    assert run.ledger.guards(30.0).ok
+
+
+def test_a_binding_gang_whose_bindrequests_the_watch_has_not_delivered_lags() -> None:
+    """A list of the BindRequests decides too: a gang whose pods the watch of BindRequests has not told of yet is
+    not judged on the grace until that watch catches up."""
+    run = Run(gangs((2, 1), (2, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
+    run.submit()
+    run.create("g0", 0.0)
+    run.create("g1", 0.0)
+    run.bind("g0-0", 1.0)  # no BindRequest delivered yet for either gang
+    run.bind("g1-0", 1.0)
+    listed = copy.deepcopy(list(run.pods.values()))
+    requests = [{"metadata": {"name": n, "uid": f"br-{n}"}, "spec": {"podName": n}, "status": {"phase": "Pending"}}
+                for n in ("g0-1",)]  # fmt: skip
+    overdue = run.ledger.partial.overdue(10.0)
+    assert overdue == ["g0", "g1"]
+    assert run.ledger.lagging_gangs(overdue, listed, requests) == {"g0"}
+    assert run.ledger.lagging_gangs(overdue, listed, None) == set()
 
 
 # ---------------------------------------------------------------------------------------------- queue bounds

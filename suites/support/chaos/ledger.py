@@ -87,10 +87,6 @@ class ChaosLedger(BurstLedger):
         self.shared_non_preemptible: dict[str, float] = {}
         self.reservations = Reservations(gc_grace if reservation_grace is None else reservation_grace)
         self.state = {w.name: WorkloadState() for w in mix.workloads}
-        self.names: dict[str, str] = {}  # pod uid → name
-        self.live_pods: dict[str, str] = {}  # pod name → gang, for every pod not yet gone
-        self.bindrequests: dict[str, str] = {}  # BindRequest uid → the pod it names
-        self.finished_binds: set[str] = set()  # BindRequest uids the binder has finished (Succeeded or Failed)
         self.orphans: dict[str, float] = {}  # BindRequest uid → since when its pod is gone
         self.orphaned_ever = 0  # BindRequests whose pod went while they existed: what no-leftover-bindrequest judges
         self.podgroups_seen: set[str] = set()
@@ -166,47 +162,33 @@ class ChaosLedger(BurstLedger):
             return
         uid, name = uid_of(pod), name_of(pod)
         before = self.pods.get(uid)
-        self.names[uid] = name
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Failed":
             self.state[gang].failed_round |= {u for u, p in self.pods.items() if p.gang == gang} | {uid}
         if event_type == DELETED:
-            self.live_pods.pop(name, None)
             self.gone_pods.add(name)
             self._pod_gone(name, at)
-        else:
-            self.live_pods[name] = gang
         super().pod(event_type, pod, at)
         self.reservations.pod(event_type, pod, gang, at)
         after = self.pods.get(uid)
         self._journal_pod(gang, name, before, after, phase, event_type, node_of(pod), at)
-        if event_type == DELETED:
-            self.names.pop(uid, None)
 
     def bindrequest(self, event_type: str, request: Obj, at: float) -> None:
         uid = uid_of(request)
         pod = (request.get("spec") or {}).get("podName") or ""
         self.reservations.bindrequest(event_type, request, self.live_pods.get(pod, ""), at)
         if event_type == DELETED:
-            self.bindrequests.pop(uid, None)
-            self.finished_binds.discard(uid)
             self.orphans.pop(uid, None)
-            return
-        if uid not in self.bindrequests:
+        elif uid not in self.bindrequests:
             self.note(
                 at,
                 self.live_pods.get(pod, ""),
                 f"BindRequest for {pod} → {(request.get('spec') or {}).get('selectedNode')}",
             )
-        self.bindrequests[uid] = pod
-        if ((request.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed"):
-            self.finished_binds.add(uid)
-        if pod in self.gone_pods and uid not in self.orphans:
+        super().bindrequest(event_type, request, at)
+        if event_type != DELETED and pod in self.gone_pods and uid not in self.orphans:
             self.orphans[uid] = at
             self.orphaned_ever += 1
-        gang = self.gangs.get(self.live_pods.get(pod, ""))
-        if gang is not None:
-            self._placement_changed(gang, at)
 
     def reservation(self, event_type: str, pod: Obj, at: float) -> None:
         """A pod of KAI's reservation namespace (the binder's, one per shared GPU)."""
@@ -294,15 +276,11 @@ class ChaosLedger(BurstLedger):
         return state.released or uid in state.failed_round or bool(state.finished)
 
     def _placement_changed(self, gang: GangState, at: float) -> None:
+        """A gang being bound counts as placed, with no allowance: in a mix the binder itself restarts (its pace is
+        not a gang violation, and a BindRequest it never finishes is ``no-leftover-bindrequest``'s)."""
         leaving = any(p.gang == gang.plan.name and not p.live for p in self.pods.values())
         placed = 0 if leaving else gang.bound + self._binding(gang.plan.name)
         self.partial.update(gang.plan.name, min(placed, gang.plan.pods), gang.plan.pods, at)
-
-    def _binding(self, gang: str) -> int:
-        """Pods of ``gang`` not bound yet that a BindRequest the binder has not finished names."""
-        bound = {self.names.get(uid) for uid, p in self.pods.items() if p.gang == gang and p.bound}
-        named = {pod for uid, pod in self.bindrequests.items() if uid not in self.finished_binds}
-        return sum(1 for pod in named if self.live_pods.get(pod) == gang and pod not in bound)
 
     def _changed(self, at: float) -> None:
         super()._changed(at)

@@ -1,8 +1,8 @@
 """Steps of the scale cases: watch a burst's namespace, submit the burst at once, wait until it settles while the
 scale detectors judge every change, then judge the settled state, record the measurements and explain a failure.
 
-Observation is by watch (:class:`~fixtures.kube.informer.Watchers`: one watch of pods and one of PodGroups over the case's
-namespace), never by polling the API: thousands of pods polled every 0.25 s would be the largest load on the API
+Observation is by watch (:class:`~fixtures.kube.informer.Watchers`: a watch each of pods, PodGroups and BindRequests over
+the case's namespace), never by polling the API: thousands of pods polled every 0.25 s would be the largest load on the API
 server. The waits poll only the ledger in memory (:mod:`suites.support.scale.ledger`), so their progress lines and
 timeouts are the suite's usual ones (:mod:`fixtures.waits`).
 """
@@ -52,6 +52,14 @@ def stall_limit(timeouts: TimeoutPolicy) -> float:
     return timeouts("schedule")
 
 
+def bind_allowance(timeouts: TimeoutPolicy) -> float:
+    """How long a gang KAI placed whole may stay part bound while the binder binds the rest: as long as a burst may go
+    without any change (:func:`stall_limit`). The binder binds pod by pod at its client rate (``--qps 20`` by
+    default) behind every other gang KAI placed in the same session, so under a burst of thousands of pods a gang's
+    binds spread over seconds; a binder that leaves a gang part bound for longer fails ``gang-never-partial``."""
+    return stall_limit(timeouts)
+
+
 class Burst:
     """One burst in one namespace: its ledger, fed by the namespace's watches, and the waits over it.
 
@@ -60,7 +68,7 @@ class Burst:
 
     def __init__(self, kube: KubeApi, namespace: str, plan: BurstPlan, timeouts: TimeoutPolicy, *, kai: bool = True):
         self.kube, self.namespace, self.plan, self.timeouts, self.kai = kube, namespace, plan, timeouts, kai
-        self.ledger = BurstLedger(plan, settle(timeouts), kai=kai)
+        self.ledger = BurstLedger(plan, settle(timeouts), kai=kai, bind_allowance=bind_allowance(timeouts))
         self.lock = threading.Lock()
         self.watchers = Watchers(kube, namespace=namespace)
         self.settled_at: float | None = None
@@ -69,6 +77,7 @@ class Burst:
         self.watchers.watch(kinds.POD, self._handler(self.ledger.pod))
         if self.kai:
             self.watchers.watch(kinds.POD_GROUP, self._handler(self.ledger.podgroup))
+            self.watchers.watch(kinds.BIND_REQUEST, self._handler(self.ledger.bindrequest))
         self.watchers.start()
         try:
             self.watchers.wait_synced(self.timeouts("api"))
@@ -157,8 +166,9 @@ class Burst:
         if not overdue:
             return set()
         listed = self.kube.list(kinds.POD, self.namespace)
+        requests = self.kube.list(kinds.BIND_REQUEST, self.namespace) if self.kai else None
         with self.lock:
-            return self.ledger.lagging_gangs(overdue, listed)
+            return self.ledger.lagging_gangs(overdue, listed, requests)
 
     def _caught_up(self, verdict: Verdict) -> Verdict:
         """Settled on the watches' view only once that view has caught up with a list of the cluster: a change the

@@ -1,8 +1,8 @@
 """The ledger of a scale burst: every change a watch delivers about the burst's pods and PodGroups, kept as per-gang
 and per-queue counts, judged by the scale detectors at every change and timed for the report.
 
-Pure data: it never calls the API. :mod:`suites.support.scale` feeds it from informers (one watch of pods and one of
-PodGroups over the case's namespace), the self-tests feed it hand-made timelines. Times are seconds since the epoch
+Pure data: it never calls the API. :mod:`suites.support.scale` feeds it from informers (a watch each of pods,
+PodGroups and BindRequests over the case's namespace), the self-tests feed it hand-made timelines. Times are seconds since the epoch
 on the suite's clock, taken when the watch delivered the change (sub-second, unlike API timestamps).
 
 Pod states, as the detectors need them:
@@ -10,7 +10,10 @@ Pod states, as the detectors need them:
 * *live*: not being deleted and not ended (phase neither Succeeded nor Failed);
 * *bound*: live and on a node: it counts toward its gang and, with its GPUs, toward its queue;
 * *holding*: on a node and not ended, being deleted or not: its GPUs are not free on that node yet;
-* *evicted*: seen bound, then being deleted or gone (the suite deletes nothing while a burst runs).
+* *evicted*: seen bound, then being deleted or gone (the suite deletes nothing while a burst runs);
+* *being bound*: live, not bound, and named by a BindRequest the binder has not finished (Succeeded or Failed): KAI
+  placed it, the binder has yet to bind it. A gang is judged on its placed pods (bound or being bound), so the
+  binder's pace is not taken for a partial gang (``gang-never-partial``, suites/support/detectors/scale.py).
 
 A gang is *whole* when all its pods are bound, *partial* when some but not all are, *complete* when all its pods
 exist (and, under KAI, its PodGroup): only a complete gang can be scheduled, so a burst is *settled* once every gang
@@ -87,6 +90,7 @@ class BurstLedger:
     plan: BurstPlan
     grace: float
     kai: bool = True
+    bind_allowance: float | None = None
     gangs: dict[str, GangState] = field(init=False)
     pods: dict[str, PodState] = field(default_factory=dict, init=False)
 
@@ -95,7 +99,13 @@ class BurstLedger:
             g.name: GangState(g, GangTimes(g.name, g.pods, g.gpus, g.queue, g.priority)) for g in self.plan.gangs
         }
         self.queues = {q.role: detect.QueueBounds(q.role, q.quota, q.limit) for q in self.plan.queues}
-        self.partial = detect.PartialGangs(self.grace)
+        self.partial = detect.PartialGangs(self.grace, self.bind_allowance)
+        self.names: dict[str, str] = {}  # pod uid → name
+        self.live_pods: dict[str, str] = {}  # pod name → gang, for every pod not yet gone
+        self.members: dict[str, set[str]] = {}  # gang → uids of its pods not yet gone
+        self.bindrequests: dict[str, str] = {}  # BindRequest uid → the pod it names
+        self.finished_binds: set[str] = set()  # BindRequest uids the binder has finished (Succeeded or Failed)
+        self.requested: dict[str, set[str]] = {}  # pod name → uids of the unfinished BindRequests naming it
         self.held: dict[str, int] = dict.fromkeys(self.queues, 0)
         self.held_non_preemptible: dict[str, int] = dict.fromkeys(self.queues, 0)
         self.evicted_non_preemptible: dict[str, int] = {}
@@ -139,15 +149,24 @@ class BurstLedger:
         gone = len(set(seen) - set(mine))
         return differ + ([f"{gone} pod(s) gone"] if gone else [])
 
-    def lagging_gangs(self, gangs: Collection[str], listed: list[Obj]) -> set[str]:
-        """Of ``gangs``, those whose pods in ``listed`` (a list of the namespace's pods just now) differ from what the
-        watches told: their view lags, so how long they looked partial says nothing yet (:meth:`PartialGangs.check`)."""
+    def lagging_gangs(self, gangs: Collection[str], listed: list[Obj], requests: list[Obj] | None = None) -> set[str]:
+        """Of ``gangs``, those whose pods in ``listed`` (a list of the namespace's pods just now), or which of their
+        pods unfinished BindRequests name in ``requests`` (a list of its BindRequests), differ from what the watches
+        told: their view lags, so how long they looked partial says nothing yet (:meth:`PartialGangs.check`)."""
         wanted = set(gangs)
         seen = {uid: (state.gang, state.node, state.live) for uid, state in self.pods.items() if state.gang in wanted}
         mine = {uid_of(p): (str(workload_of(p)), node_of(p), (p.get("status") or {}).get("phase") not in ENDED
                             and not is_terminating(p)) for p in listed if workload_of(p) in wanted}  # fmt: skip
         differ = {state[0] for uid, state in mine.items() if seen.get(uid) != state}
-        return differ | {seen[uid][0] for uid in set(seen) - set(mine)}
+        differ |= {seen[uid][0] for uid in set(seen) - set(mine)}
+        if requests is not None:
+            pending = {(r.get("spec") or {}).get("podName") for r in requests
+                       if ((r.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")}  # fmt: skip
+            for gang in wanted - differ:
+                names = {self.names[uid] for uid in self.members.get(gang, ()) if uid in self.names}
+                if names & pending != names & set(self.requested):
+                    differ.add(gang)
+        return differ
 
     def pod(self, event_type: str, pod: Obj, at: float) -> None:
         """One watch event of a pod: its new state replaces the old one, and every count that moved moves."""
@@ -155,8 +174,9 @@ class BurstLedger:
         gang = self.gangs.get(workload_of(pod) or "")
         if gang is None:
             return
-        uid = uid_of(pod)
+        uid, name = uid_of(pod), name_of(pod)
         before = self.pods.get(uid)
+        self._track(gang.plan.name, uid, name, gone=event_type == DELETED)
         after = PodState(gang.plan.name, gpus_of(pod), node_of(pod))
         phase = (pod.get("status") or {}).get("phase")
         after.ended = phase in ENDED
@@ -180,8 +200,50 @@ class BurstLedger:
                     self.evicted_non_preemptible[gang.plan.name] = gang.times.evicted_pods
                     self._judge("non-preemptible-never-evicted",
                                 detect.non_preemptible_evictions(self.evicted_non_preemptible))  # fmt: skip
+        if before is None and name in self.requested and not after.bound:
+            self._placement_changed(gang, at)  # its BindRequest was seen before the pod itself
         if after.gone:
             del self.pods[uid]
+            self.names.pop(uid, None)
+
+    def _track(self, gang: str, uid: str, name: str, *, gone: bool) -> None:
+        """Who the pod is, for the BindRequests that name it."""
+        if gone:
+            self.live_pods.pop(name, None)
+            self.members.get(gang, set()).discard(uid)
+        else:
+            self.names[uid] = name
+            self.live_pods[name] = gang
+            self.members.setdefault(gang, set()).add(uid)
+
+    def bindrequest(self, event_type: str, request: Obj, at: float) -> None:
+        """One watch event of a BindRequest: KAI's decision to place the pod it names (``spec.podName``) on a node."""
+        self.events += 1
+        uid = uid_of(request)
+        pod = (request.get("spec") or {}).get("podName") or ""
+        named = self.bindrequests.get(uid, pod)
+        if event_type == DELETED:
+            self.bindrequests.pop(uid, None)
+            self.finished_binds.discard(uid)
+        else:
+            self.bindrequests[uid] = pod
+            if ((request.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed"):
+                self.finished_binds.add(uid)
+        pending = self.requested.setdefault(named, set())
+        if uid in self.bindrequests and uid not in self.finished_binds:
+            pending.add(uid)
+        else:
+            pending.discard(uid)
+        if not pending:
+            del self.requested[named]
+        gang = self.gangs.get(self.live_pods.get(named, ""))
+        if gang is not None:
+            self._placement_changed(gang, at)
+
+    def _binding(self, gang: str) -> int:
+        """Pods of ``gang`` not bound yet that a BindRequest the binder has not finished names."""
+        return sum(1 for uid in self.members.get(gang, ())
+                   if not self.pods[uid].bound and self.names.get(uid) in self.requested)  # fmt: skip
 
     def _bound_changed(self, gang: GangState, pod: PodState, at: float, *, now: bool) -> None:
         step = 1 if now else -1
@@ -209,8 +271,8 @@ class BurstLedger:
         self._changed(at)
 
     def _placement_changed(self, gang: GangState, at: float) -> None:
-        """Judge the gang's placement after a change (the chaos ledger also counts pods being bound)."""
-        self.partial.update(gang.plan.name, gang.bound, gang.plan.pods, at)
+        """Judge the gang's placement after a change: its bound pods and those being bound."""
+        self.partial.update(gang.plan.name, gang.bound, gang.plan.pods, at, binding=self._binding(gang.plan.name))
 
     def _removal_expected(self, gang: GangState, uid: str) -> bool:
         """Whether the bound pod ``uid`` of ``gang`` going away now is not an eviction (a burst's pods are never removed by
