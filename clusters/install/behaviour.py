@@ -51,6 +51,17 @@ COUNTED_FAILED = "counted as failed by the Job controller"
 WORKLOAD_IMAGE_DOC = "docs/suites.md"
 
 
+#: No binder wrote anything on the BindRequest. Seen twice on kind (2026-11-27, KAI v0.17.0): the API server was
+#: unreachable for minutes on 2 overloaded cores ("http2: client connection lost", "i/o timeout" in the binder's
+#: log), and afterwards the binder ran Ready but never saw a new BindRequest ("event bookmark expired" once, then
+#: nothing) until it was restarted.
+STALE_BINDER_HINT = (
+    "; a binder that runs but never touched the BindRequest may have stale watches after the API server was "
+    "unreachable (its log shows `client connection lost`, `i/o timeout` or `event bookmark expired`): restart it "
+    "(`kubectl -n <KAI namespace> rollout restart deploy/binder`)"
+)
+
+
 def probe_objects(
     namespace: str, queue_name: str, image: str, run_id: str, node_pool: str | None = None, parent: str = PARENT_QUEUE
 ) -> list[Obj]:
@@ -200,6 +211,7 @@ class _Probe:
             if requests:
                 request = requests[0]
                 status = request.get("status") or {}
+                untouched = not status.get("phase") and not status.get("failedAttempts")
                 return errors.InfrastructureError(
                     f"KAI binder did not bind the probe pod {self.namespace}/{name} within {limit:.0f}s: the scheduler "
                     f"chose node {request.get('spec', {}).get('selectedNode', '?')} (BindRequest "
@@ -207,6 +219,7 @@ class _Probe:
                     f"{status.get('reason') or 'none'}, {status.get('failedAttempts', 0)} failed attempts) but the "
                     "pod has no spec.nodeName. fix: check that KAI's binder runs and what it logs (`kubectl logs "
                     "deploy/binder -n <KAI namespace>` where it is a Deployment) and its RBAC (pods/binding)"
+                    + (STALE_BINDER_HINT if untouched else "")
                 )
             group = self.kube.find(kinds.POD_GROUP, podgroup["metadata"]["name"], self.namespace) or podgroup
             return errors.InfrastructureError(

@@ -137,6 +137,8 @@ def test_a_bind_request_never_carried_out_names_the_binder(fake: FakeKube) -> No
     assert "the scheduler chose node kc-test-worker (BindRequest " in message
     assert "phase unset" in message  # nobody ever wrote a status: no binder picked it up
     assert "fix: check that KAI's binder runs" in message
+    assert "may have stale watches after the API server was unreachable" in message
+    assert message.endswith("restart it (`kubectl -n <KAI namespace> rollout restart deploy/binder`)")
 
 
 def test_a_bound_pod_that_never_runs_names_the_kubelet_and_the_image(fake: FakeKube) -> None:
