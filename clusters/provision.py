@@ -297,7 +297,8 @@ def _remove_fake_nodes(state: ClusterState, settings: Settings, run: RunContext,
     except Exception as exc:
         progress.report(
             f"could not remove the fake nodes of this run: {exc}\nfix: `kubectl delete nodes -l "
-            f"{kwok.fake_node_selector(run.run_id)}`"
+            f"{kwok.fake_node_selector(run.run_id)}`; pods left bound to removed nodes go with kube-controller-manager's "
+            "pod GC (check that it runs), or `kubectl delete pod --force` them"
         )
 
 

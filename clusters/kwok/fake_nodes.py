@@ -42,7 +42,7 @@ from kai_conformance.clusters.topology import FakeNodes, Topology, fake_node_nam
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.ownership import owned_selector, stamp
-from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
+from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually, eventually_while_shrinking
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_TAINT = {"key": KWOK_ANNOTATION, "value": "fake", "effect": "NoSchedule"}
@@ -141,7 +141,36 @@ def remove_fake_nodes(kube: KubeApi, run_id: str, timeouts: TimeoutPolicy) -> li
     if names:
         eventually(gone, what="removal of the fake nodes", timeout=timeouts("cleanup"), failure=errors.WaitTimeout)
         progress.report(f"fake nodes: removed {len(names)}")
+        _wait_for_their_pods(kube, set(names), timeouts)
     return names
+
+
+#: Seconds between two lists of the cluster's bound pods while the pod GC works: thousands of pods, listed whole.
+POD_GC_POLL = 2.0
+
+
+def _wait_for_their_pods(kube: KubeApi, nodes: set[str], timeouts: TimeoutPolicy) -> None:
+    """Until no pod is bound to a removed fake node. kube-controller-manager's pod GC removes a pod whose node is gone
+    (after a 40 s quarantine); on kind every fake node got one pod of each of kindnet's and kube-proxy's DaemonSets,
+    which tolerate every taint (2,000 at 1,000 nodes, gone in about 3 min on 2 cores, 2026-11-27). Not the suite's
+    objects, so it removes none of them; it waits, so a run leaves nothing of its nodes behind and the next run's
+    nodes of the same names start empty. As long as their number keeps falling (:func:`eventually_while_shrinking`)."""
+
+    def left() -> list[str]:
+        pods = kube.list(kinds.POD, fields="spec.nodeName!=")
+        return [f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in pods
+                if (p.get("spec") or {}).get("nodeName") in nodes]  # fmt: skip
+
+    def probe() -> Observation:
+        pods = left()
+        return Observation(not pods, f"{len(pods)} pod(s) still on removed fake nodes, e.g. {', '.join(pods[:3])}"
+                           if pods else "none left")  # fmt: skip
+
+    if probe().ok:
+        return
+    progress.report("fake nodes: waiting for the pod GC to remove the pods left on them (the DaemonSets')")
+    eventually_while_shrinking(probe, lambda: len(left()), what="the pods on the removed fake nodes to be gone",
+                               timeout=timeouts("cleanup"), interval=POD_GC_POLL, failure=errors.WaitTimeout)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------------ kwok

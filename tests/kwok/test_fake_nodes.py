@@ -145,6 +145,65 @@ def test_nodes_kwok_never_reports_ready_end_in_a_timeout_naming_kwok(fake: FakeK
         kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TimeoutPolicy(scale=0.001))
 
 
+def daemonset_pod(name: str, node: str) -> dict:
+    """A pod of a DaemonSet that tolerates every taint (kind's kindnet, kube-proxy), bound to ``node``."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}]}, "status": {"phase": "Running"}}  # fmt: skip
+
+
+def with_fake_nodes_and_daemonset_pods(fake: FakeKube, count: int) -> list[str]:
+    topology = with_fake_nodes(unsliced("pr-gate"), count, 8)
+    for node in kwok.fake_nodes(topology, "kc", RUN_ID):
+        fake.put(node)
+        fake.put(daemonset_pod(f"kindnet-{node['metadata']['name']}", node["metadata"]["name"]))
+    fake.put(worker_node("kc-worker", None))
+    fake.put(daemonset_pod("kindnet-real", "kc-worker"))  # on a real node: not the run's to wait for
+    return [n["metadata"]["name"] for n in kwok.fake_nodes(topology, "kc", RUN_ID)]
+
+
+def pod_gc(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, per_look: int) -> list[int]:
+    """kube-controller-manager's pod GC, removing ``per_look`` pods bound to a node that is gone each time the suite
+    lists pods; returns how many such pods each list saw."""
+    seen: list[int] = []
+    listing = fake.list
+
+    def list_and_collect(kind, *args, **kwargs):
+        if kind == kinds.POD:
+            nodes = {n["metadata"]["name"] for n in fake.objects(kinds.NODE)}
+            orphans = [p for p in fake.objects(kinds.POD) if p["spec"].get("nodeName") not in nodes]
+            seen.append(len(orphans))
+            for pod in orphans[:per_look]:
+                fake._remove(kinds.POD, "kube-system", pod["metadata"]["name"])  # the GC is not the suite
+        return listing(kind, *args, **kwargs)
+
+    monkeypatch.setattr(fake, "list", list_and_collect)
+    return seen
+
+
+def test_removing_the_fake_nodes_waits_until_the_pod_gc_removed_the_daemonsets_pods_on_them(
+    fake: FakeKube, monkeypatch: pytest.MonkeyPatch, fast_polling: None
+) -> None:
+    names = with_fake_nodes_and_daemonset_pods(fake, 3)
+    monkeypatch.setattr(kwok, "POD_GC_POLL", 0.01)
+    seen = pod_gc(fake, monkeypatch, per_look=1)
+    assert kwok.remove_fake_nodes(fake, RUN_ID, TIMEOUTS) == names
+    assert [p["metadata"]["name"] for p in fake.objects(kinds.POD)] == ["kindnet-real"]
+    assert seen[0] == 3 and len(seen) >= 3  # waited while the GC removed them one by one
+
+
+def test_pods_the_pod_gc_never_removes_end_the_wait_naming_them(
+    fake: FakeKube, monkeypatch: pytest.MonkeyPatch, fast_polling: None
+) -> None:
+    with_fake_nodes_and_daemonset_pods(fake, 2)
+    monkeypatch.setattr(kwok, "POD_GC_POLL", 0.01)
+    pod_gc(fake, monkeypatch, per_look=0)  # no pod GC (kube-controller-manager down)
+    with pytest.raises(
+        errors.WaitTimeout, match=r"2 pod\(s\) still on removed fake nodes, e.g. kube-system/kindnet-kc-kwok"
+    ):
+        kwok.remove_fake_nodes(fake, RUN_ID, TimeoutPolicy(scale=0.001))
+    assert fake_node_names(fake) == []  # the nodes themselves are gone
+
+
 # ------------------------------------------------------------------------------------------------------ stages
 def test_the_suites_stages_use_only_fields_of_kwoks_stage_types() -> None:
     for stage in kwok_stages.suite_stages():
