@@ -125,10 +125,11 @@ def test_the_ledger_fires_on_a_gang_left_partial_and_at_a_later_check_without_fu
     assert not verdict.ok and "gang g0 partially bound (2 of 4 pods bound) for 5.5s" in verdict.explanation
 
 
-def test_a_gang_kai_placed_whole_may_take_the_binders_pace_to_bind_but_not_longer() -> None:
+def test_a_gang_kai_placed_whole_may_take_the_binders_pace_to_bind_but_not_a_stalled_binder() -> None:
     """Real kind, 300 fake nodes (2026-11-27): a 16-pod gang KAI placed whole took 5.1 s from its first bind to its
     last, the binder binding pod by pod behind every other gang. Its pods being bound (a Pending BindRequest each) make
-    it *binding*, judged against the bind allowance; a binder that leaves it part bound longer fires."""
+    it *binding*: judged against the bind allowance from the binder's last bind, so a binder that binds nothing more
+    for that long fires."""
     run = Run(gangs((4, 1)), [PlannedQueue("q", quota=-1, limit=-1)])
     run.submit()
     run.create("g0", 0.0)
@@ -138,11 +139,31 @@ def test_a_gang_kai_placed_whole_may_take_the_binders_pace_to_bind_but_not_longe
     verdict = run.ledger.guards(30.0)
     assert verdict.ok, verdict
     run.bind("g0-2", 31.0)
-    assert run.ledger.guards(BIND_ALLOWANCE).ok
-    verdict = run.ledger.guards(BIND_ALLOWANCE + 1.5)
+    assert run.ledger.guards(31.0 + BIND_ALLOWANCE).ok
+    verdict = run.ledger.guards(31.0 + BIND_ALLOWANCE + 1.5)
     assert not verdict.ok
-    assert ("gang g0 partially bound (3 of 4 pods bound, the other 1 being bound) for 120.5s, more than the 120s the "
-            "binder may take to bind a gang KAI placed whole") in verdict.explanation  # fmt: skip
+    assert ("gang g0 partially bound (3 of 4 pods bound, the other 1 being bound) for 151.5s, more than the 120s the "
+            "binder may go without binding any pod while a gang KAI placed whole is part bound (its last bind 121.5s "
+            "ago)") in verdict.explanation  # fmt: skip
+
+
+def test_a_gang_part_bound_for_minutes_while_the_binder_binds_other_gangs_is_not_partial() -> None:
+    """Real kind, 1,000 fake nodes (2026-11-27): the binder bound 2–5 pods/s of 3,384, every gang's in one queue, and a
+    16-pod gang KAI placed whole stayed part bound for minutes. As long as the binder binds, that is its pace."""
+    run = Run(gangs((4, 1), (64, 1)), [PlannedQueue("q", quota=-1, limit=-1)], cluster=128)
+    run.submit()
+    run.create("g0", 0.0)
+    run.create("g1", 0.0)
+    run.request_all("g0", 0.5)
+    run.request_all("g1", 0.5)
+    run.bind("g0-0", 1.0)
+    for index in range(64):
+        run.bind(f"g1-{index}", 2.0 + 5 * index)  # one bind every 5 s, for 320 s
+    assert run.ledger.guards(320.0).ok
+    for index in range(1, 4):
+        run.bind(f"g0-{index}", 330.0)
+    verdict = run.ledger.guards(400.0)
+    assert verdict.ok and "the longest 329.0s" in verdict.explanation, verdict
 
 
 def test_a_gang_binding_within_the_allowance_never_fires_and_its_moment_is_counted() -> None:

@@ -1,10 +1,11 @@
-"""What a scale burst watches in its namespace (suites/support/scale/__init__.py ``Burst``): pods, PodGroups and
-BindRequests, each fed to the ledger, and a list of both pods and BindRequests when an overdue gang is judged."""
+"""What a scale burst observes (suites/support/scale/__init__.py): the pods, PodGroups and BindRequests of its
+namespace, each fed to the ledger; and the GPUs idle cluster-wide once it has settled."""
 
 from __future__ import annotations
 
 import pytest
 
+from kai_conformance.clusters.layout import GpuLayout, GpuNode
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
 from kai_conformance.suites.support import scale
@@ -49,3 +50,26 @@ def test_a_burst_of_the_default_scheduler_watches_no_bindrequest(fake: FakeKube)
         burst.watchers[kinds.POD]
         with pytest.raises(KeyError):
             burst.watchers[kinds.BIND_REQUEST]
+
+
+def node(name: str, *, ready: str = "True", taints: list[dict] | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "spec": {"taints": taints or []}, "status": {"conditions": [{"type": "Ready", "status": ready}]}}  # fmt: skip
+
+
+def test_gpus_on_nodes_no_workload_pod_may_be_placed_on_now_are_not_idle(fake: FakeKube) -> None:
+    """At 1,000 fake nodes on 2 cores kwok renewed their leases late and tens went NotReady for a while: KAI may not
+    fill them then, so ``fitting-gangs-bound`` must not count their GPUs as idle."""
+    kwok_taint = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+    for listed in (
+        node("ready"),
+        node("not-ready", ready="Unknown"),
+        node("unreachable", taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+        node("kwok", taints=[kwok_taint]),
+        {**node("cordoned"), "spec": {"unschedulable": True}},
+    ):
+        fake.put(listed)
+    names = ("ready", "not-ready", "unreachable", "kwok", "cordoned", "not-listed")
+    layout = GpuLayout(tuple(GpuNode(name, 8) for name in names))
+    fake.put(builders.pod("holder", workload="other", node="kwok", gpus=3))
+    assert scale.idle_gpus(fake, layout) == {"ready": 8, "kwok": 5, "not-listed": 8}

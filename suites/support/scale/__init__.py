@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from kai_conformance.clusters.layout import GpuLayout
+from kai_conformance.clusters.suite_stack import KWOK_TOLERATION
 from kai_conformance.fixtures import progress
 from kai_conformance.fixtures.kube import KubeApi, WatchEvent, kinds
 from kai_conformance.fixtures.kube.informer import Watchers
@@ -223,8 +224,12 @@ class Burst:
 
 def idle_gpus(kube: KubeApi, layout: GpuLayout) -> dict[str, int]:
     """Free GPUs per GPU node: capacity less every pod on it that has not ended, being deleted or not (KAI counts
-    a releasing pod's GPUs until it is gone), in any namespace."""
-    free = {node.name: node.gpus for node in layout.gpu_nodes}
+    a releasing pod's GPUs until it is gone), in any namespace. A node no workload pod may be placed on now (not
+    Ready, cordoned, or tainted NoSchedule/NoExecute other than kwok's, which the pods tolerate) has none: at 1,000
+    fake nodes on 2 cores kwok renewed their leases late and tens of them went NotReady for a while, and their GPUs
+    are not KAI's to fill then."""
+    closed = {node["metadata"]["name"] for node in kube.list(kinds.NODE) if not _placeable(node)}
+    free = {node.name: node.gpus for node in layout.gpu_nodes if node.name not in closed}
     for pod in kube.list(kinds.POD, fields="spec.nodeName!="):
         node = node_of(pod)
         if node in free and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
@@ -243,3 +248,11 @@ def diagnosed(burst: Burst, kube: KubeApi, namespace: str) -> Iterator[None]:
         if not suspects:
             raise
         raise Observer(kube, namespace).explain(failure, suspects) from None
+
+
+def _placeable(node: dict) -> bool:
+    ready = all(c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Ready")  # fmt: skip
+    taints = [t for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != KWOK_TOLERATION["key"]]  # fmt: skip
+    return ready and not (node.get("spec") or {}).get("unschedulable") and not taints
