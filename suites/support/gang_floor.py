@@ -195,7 +195,7 @@ def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int |
         return Finding(
             PODGROUPER, f"{sets}, below {what}, so KAI may bind part of the gang{placed}{reads}", heading=HEADING
         )
-    if 0 < bound < gang:
+    if 0 < bound < gang and not _rest_being_bound(snap):
         return Finding(
             SCHEDULER,
             f"{sets}, which holds {what}, yet {bound} of {live} pods are bound: it placed part of a gang whose floor "
@@ -203,3 +203,12 @@ def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int |
             heading=HEADING,
         )
     return None
+
+
+def _rest_being_bound(snap: Snapshot) -> bool:
+    """Every live pod not bound yet is named by a BindRequest the binder has not finished: the scheduler placed the
+    whole gang, and the binder is what has not bound it (its link of the chain says so)."""
+    pending = {(b.get("spec") or {}).get("podName") for b in snap.bindrequests
+               if ((b.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")}  # fmt: skip
+    bound = {name_of(p) for p in snap.bound_pods}
+    return all(name_of(p) in pending for p in snap.live_pods if name_of(p) not in bound)

@@ -4,6 +4,7 @@ TrainJob or the scheduler. tests/flows/test_diagnosis.py shows the same end to e
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kai_conformance.suites.support import components as comp
@@ -151,6 +152,22 @@ def test_a_right_floor_with_part_of_the_gang_bound_names_the_scheduler() -> None
     )
     assert culprit(workload(bound=2, spec=SUBGROUPS_OF_2), 2, kai_row("v0.17.0")) is None
     assert culprit(workload(bound=0, spec=SUBGROUPS_OF_2), 2, kai_row("v0.17.0")) is None
+
+
+def bindrequest(pod: str, phase: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": pod}, "spec": {"podName": pod}, "status": {"phase": phase} if phase else {}}
+
+
+def test_a_gang_the_scheduler_placed_whole_and_the_binder_has_part_bound_does_not_name_the_scheduler() -> None:
+    """Real kind, 1,000 fake nodes (2026-11-27): 13 of 16 pods bound, the other 3 named by BindRequests without a
+    phase. The scheduler placed the whole gang; the chain's binder link names the binder, the gang floor nobody."""
+    snap = workload(bound=1, spec=SUBGROUPS_OF_2)
+    pods = [p["metadata"]["name"] for p in snap.pods]
+    placed = dataclasses.replace(snap, bindrequests=(bindrequest(pods[0], "Succeeded"), bindrequest(pods[1], None)))
+    assert culprit(placed, 2, kai_row("v0.17.0")) is None
+    failed = dataclasses.replace(snap, bindrequests=(bindrequest(pods[0], "Succeeded"), bindrequest(pods[1], "Failed")))
+    found = culprit(failed, 2, kai_row("v0.17.0"))
+    assert found is not None and found.component is comp.SCHEDULER  # nothing is binding the rest
 
 
 def test_an_elastic_gang_is_judged_against_its_minimum() -> None:
