@@ -263,6 +263,40 @@ def test_a_teardown_that_overruns_while_its_jobs_still_go_keeps_the_cases_verdic
     assert fake.objects(kinds.NAMESPACE) == []
 
 
+def lagging_jobset_controller(remake: int):
+    """A JobSet controller whose cache lags minutes behind (1,000 fake nodes on kind): after the teardown's collection
+    delete of the Jobs it makes ``remake`` of them again, one at each of the next looks, for JobSets already gone."""
+    made: list[str] = []
+
+    def react(kube: FakeKube, call) -> None:
+        deleted = any(c.operation == "deletecollection" and c.kind == "Job" for c in kube.calls)
+        if call.operation == "list" and call.kind == "Job" and deleted and len(made) < remake:
+            namespace = next(o["metadata"]["name"] for o in kube.objects(kinds.NAMESPACE))
+            made.append(f"late{len(made)}")
+            kube.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": made[-1], "namespace": namespace}})
+
+    return react
+
+
+@pytest.mark.usefixtures("fast_polling")
+def test_jobs_a_lagging_controller_makes_again_during_the_teardown_are_deleted_again(
+    pytester: pytest.Pytester, fake: FakeKube
+) -> None:
+    """Real kind, 1,000 fake nodes: after the collection deletes, the Jobs left grew (609 → 786) as the JobSet
+    controller, minutes behind, made Jobs for JobSets already gone. More left than at the look before: delete again."""
+    fake.reactors.append(lagging_jobset_controller(remake=2))
+    pytester.makepyfile(
+        test_lagging=SLOW_JOBS.replace(', "finalizers": ["kai-conformance.test/gc"]', "").format(count=3)
+    )
+    result = pytester.runpytest_inprocess("test_lagging.py", "--timeout-scale", "0.002", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    job_deletes = [c for c in fake.calls if c.operation == "deletecollection" and c.kind == "Job"]
+    # the teardown's; then the first look finds late0 (fewer than the 3 Jobs there were), the next late0 and late1:
+    # more than the look before, so every workload kind is deleted again, and the look after finds none
+    assert len(job_deletes) == 2
+    assert fake.objects(kinds.JOB) == [] and fake.objects(kinds.NAMESPACE) == []
+
+
 @pytest.mark.usefixtures("fast_polling")
 def test_a_job_that_never_goes_is_an_error_naming_it(pytester: pytest.Pytester, fake: FakeKube) -> None:
     """The other side of the rule: a Job held by a finalizer nobody removes is a real leftover, not a slow one."""
