@@ -26,6 +26,7 @@ itself asks for less; a floor that is right while part of the gang is bound is t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,9 +172,11 @@ def asked(snap: Snapshot, row: KaiRow) -> Asked | None:
     return Asked(summed, reads, f"neither the JobSet nor the TrainJob carries {KEY}; " + "; ".join(sizes))
 
 
-def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int | None = None) -> Finding | None:
+def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int | None = None,
+            bindrequests: Sequence[Obj] = ()) -> Finding | None:  # fmt: skip
     """Whose fault a partial gang is, from the workload's part of a snapshot (owners read): ``size`` pods, all placed
-    together unless ``minimum`` (an elastic gang). None when the floor is right and the gang is not partial."""
+    together unless ``minimum`` (an elastic gang). None when the floor is right and the gang is not partial.
+    ``bindrequests``: the namespace's, when the snapshot holds none (the diagnosis reads them apart)."""
     pg = snap.podgroup
     floor = podgroup_floor(pg) if pg is not None else None
     if pg is None or floor is None:
@@ -195,7 +198,7 @@ def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int |
         return Finding(
             PODGROUPER, f"{sets}, below {what}, so KAI may bind part of the gang{placed}{reads}", heading=HEADING
         )
-    if 0 < bound < gang and not _rest_being_bound(snap):
+    if 0 < bound < gang and not _rest_being_bound(snap, (*snap.bindrequests, *bindrequests)):
         return Finding(
             SCHEDULER,
             f"{sets}, which holds {what}, yet {bound} of {live} pods are bound: it placed part of a gang whose floor "
@@ -205,10 +208,10 @@ def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int |
     return None
 
 
-def _rest_being_bound(snap: Snapshot) -> bool:
+def _rest_being_bound(snap: Snapshot, bindrequests: Sequence[Obj]) -> bool:
     """Every live pod not bound yet is named by a BindRequest the binder has not finished: the scheduler placed the
     whole gang, and the binder is what has not bound it (its link of the chain says so)."""
-    pending = {(b.get("spec") or {}).get("podName") for b in snap.bindrequests
+    pending = {(b.get("spec") or {}).get("podName") for b in bindrequests
                if ((b.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")}  # fmt: skip
     bound = {name_of(p) for p in snap.bound_pods}
     return all(name_of(p) in pending for p in snap.live_pods if name_of(p) not in bound)

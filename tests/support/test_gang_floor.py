@@ -170,6 +170,18 @@ def test_a_gang_the_scheduler_placed_whole_and_the_binder_has_part_bound_does_no
     assert found is not None and found.component is comp.SCHEDULER  # nothing is binding the rest
 
 
+def test_the_diagnosis_reads_the_bindrequests_it_gathered_apart_from_the_snapshot() -> None:
+    """As in a real run (1,000 fake nodes on kind): the snapshot holds no BindRequest, the diagnosis' facts do."""
+    snap = workload(bound=1, spec=SUBGROUPS_OF_2)
+    pods = [p["metadata"]["name"] for p in snap.pods]
+    requests = (bindrequest(pods[0], "Succeeded"), bindrequest(pods[1], None))
+    assert not snap.bindrequests
+    found = dg.diagnose(dg.Facts(snap, bindrequests=requests, access={}), "gang", 2, kai=kai_row("v0.17.0"))
+    assert found.gang is None, found.text()
+    unread = dg.diagnose(dg.Facts(snap, bindrequests=None, access={}), "gang", 2, kai=kai_row("v0.17.0"))
+    assert unread.gang is not None and unread.gang.component is comp.SCHEDULER  # none read: as before
+
+
 def test_an_elastic_gang_is_judged_against_its_minimum() -> None:
     elastic = workload(pods=4, bound=2, spec={"minMember": 2})
     assert culprit(elastic, 4, kai_row("v0.15.3"), minimum=2) is None, "bound at its minimum: the elastic phase"

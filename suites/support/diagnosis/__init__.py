@@ -183,7 +183,7 @@ def diagnose(
         return stop(no_podgroup(facts, snap, workload))
     prov = provenance(snap, (facts.access or {}).get(TRAINJOBS), facts.queue_label_key)
     chain.append(f"PodGroup {name_of(pg)}")
-    return stop(scheduling(facts, snap, pg, chain), prov, culprit(snap, size, kai, minimum))
+    return stop(scheduling(facts, snap, pg, chain), prov, culprit(snap, size, kai, minimum, facts.bindrequests or ()))
 
 
 # --------------------------------------------------------------------------------------------- explaining
