@@ -190,7 +190,7 @@ def without_node_ip(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         copied = copy.deepcopy(obj)
         for container in copied["spec"]["template"]["spec"]["containers"]:
-            if KWOK_IMAGE.search(container.get("image", "")) and container.get("args"):
+            if KWOK_IMAGE.search(container.get("image") or "") and container.get("args"):
                 container["args"] = _drop_flag(container["args"], NODE_IP_FLAG)
         changed.append(copied)
     return changed

@@ -40,7 +40,7 @@ from kai_conformance.suites.support.expectations import (
     PodGroupShape,
 )
 from kai_conformance.suites.support.expectations.elastic import elastic_row
-from kai_conformance.suites.support.snapshot import Obj, Snapshot, annotations_of, name_of
+from kai_conformance.suites.support.snapshot import Obj, Snapshot, annotations_of, bind_finished, name_of
 
 HEADING = "gang floor"
 KEY = MIN_MEMBER_ANNOTATION
@@ -211,7 +211,6 @@ def culprit(snap: Snapshot, size: int, row: KaiRow | None = None, minimum: int |
 def _rest_being_bound(snap: Snapshot, bindrequests: Sequence[Obj]) -> bool:
     """Every live pod not bound yet is named by a BindRequest the binder has not finished: the scheduler placed the
     whole gang, and the binder is what has not bound it (its link of the chain says so)."""
-    pending = {(b.get("spec") or {}).get("podName") for b in bindrequests
-               if ((b.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")}  # fmt: skip
+    pending = {(b.get("spec") or {}).get("podName") for b in bindrequests if not bind_finished(b)}
     bound = {name_of(p) for p in snap.bound_pods}
     return all(name_of(p) in pending for p in snap.live_pods if name_of(p) not in bound)

@@ -68,6 +68,12 @@ def is_terminating(pod: Obj) -> bool:
     return pod["metadata"].get("deletionTimestamp") is not None
 
 
+def bind_finished(request: Obj) -> bool:
+    """Has KAI's binder finished the BindRequest (``status.phase`` Succeeded or Failed; Pending or none: not yet,
+    the v0.17.0 CRD's ``[Pending/Succeeded/Failed]``)?"""
+    return ((request.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed")
+
+
 def is_live(pod: Obj) -> bool:
     """Counts toward its gang: not being deleted and not finished."""
     return not is_terminating(pod) and api_views.pod(pod).get("status", {}).get("phase") not in ("Succeeded", "Failed")

@@ -40,7 +40,15 @@ from kai_conformance.suites.support.detectors.scale import (
 )
 from kai_conformance.suites.support.detectors.verdict import Verdict
 from kai_conformance.suites.support.expectations.sharing import GPU_GROUP_LABEL
-from kai_conformance.suites.support.snapshot import Obj, is_terminating, labels_of, name_list, name_of, uid_of
+from kai_conformance.suites.support.snapshot import (
+    Obj,
+    bind_finished,
+    is_terminating,
+    labels_of,
+    name_list,
+    name_of,
+    uid_of,
+)
 
 #: GPU fractions a mix draws when the cluster shares GPUs: each divides one GPU exactly, so the pods a free GPU
 #: holds are a whole number and the convergence check's room is exact.
@@ -49,7 +57,6 @@ LEFTOVER_RESERVATION = "no-leftover-reservation"
 #: Pod phases in which the binder counts a pod as using its GPU group (resource_reservation.go:187–191); a pod
 #: not yet given a phase is Pending.
 USING_PHASES = ("", "Pending", "Running")
-FINISHED_BINDS = ("Succeeded", "Failed")
 
 
 # ------------------------------------------------------------------------------------------ GPUs as KAI counts them
@@ -152,7 +159,7 @@ class Reservations:
         groups = tuple((request.get("spec") or {}).get("selectedGPUGroups") or ())
         for group in groups if gang else ():
             self.gangs.setdefault(group, set()).add(gang)
-        finished = ((request.get("status") or {}).get("phase") or "") in FINISHED_BINDS
+        finished = bind_finished(request)
         self._uses(f"bind {uid_of(request)}", groups if event_type != "DELETED" and not finished else (), at)
 
     def reservation(self, event_type: str, pod: Obj, at: float) -> str:

@@ -16,7 +16,6 @@ from kai_conformance.suites.support.detectors.queues import podgroup_explains
 from kai_conformance.suites.support.diagnosis.provenance import JOBS, JOBSETS, PODGROUPS, Access
 from kai_conformance.suites.support.expectations import (
     BIND_FAILED,
-    BIND_SUCCEEDED,
     NOT_READY_EVENT_REASON,
     POD_GROUP_ANNOTATION,
     PODGROUPER_USER,
@@ -27,6 +26,7 @@ from kai_conformance.suites.support.snapshot import (
     NAMED,
     Obj,
     Snapshot,
+    bind_finished,
     name_list,
     name_of,
     owner_refs,
@@ -136,11 +136,6 @@ def _phase(request: Obj) -> str:
     return (request.get("status") or {}).get("phase") or "without a phase"
 
 
-def _acted(request: Obj) -> bool:
-    """Has the binder acted on the request (it writes Succeeded or Failed; ``Pending`` or nothing: not yet)?"""
-    return _phase(request) in (BIND_SUCCEEDED, BIND_FAILED)
-
-
 def scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Finding | None:
     """The pods are grouped: did the scheduler decide (BindRequests, or a reason not to) and did the binder bind?
     Appends the BindRequests and bound pods to ``chain``."""
@@ -157,7 +152,9 @@ def scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Findi
     chain.append(f"{len(snap.bound_pods)} of {len(snap.live_pods)} pods bound")
     if not pending:
         return None
-    stuck = [(p, requests[name_of(p)]) for p in pending if name_of(p) in requests and not _acted(requests[name_of(p)])]
+    stuck = [
+        (p, requests[name_of(p)]) for p in pending if name_of(p) in requests and not bind_finished(requests[name_of(p)])
+    ]
     if stuck:
         nodes = sorted({r["spec"].get("selectedNode", "?") for _, r in stuck})
         return Finding(

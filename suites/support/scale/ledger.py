@@ -31,6 +31,7 @@ from kai_conformance.suites.support.detectors import scale as detect
 from kai_conformance.suites.support.detectors.verdict import Verdict, all_of, vacuous
 from kai_conformance.suites.support.snapshot import (
     Obj,
+    bind_finished,
     gpus_of,
     is_terminating,
     name_list,
@@ -160,8 +161,7 @@ class BurstLedger:
         differ = {state[0] for uid, state in mine.items() if seen.get(uid) != state}
         differ |= {seen[uid][0] for uid in set(seen) - set(mine)}
         if requests is not None:
-            pending = {(r.get("spec") or {}).get("podName") for r in requests
-                       if ((r.get("status") or {}).get("phase") or "") not in ("Succeeded", "Failed")}  # fmt: skip
+            pending = {(r.get("spec") or {}).get("podName") for r in requests if not bind_finished(r)}
             for gang in wanted - differ:
                 names = {self.names[uid] for uid in self.members.get(gang, ()) if uid in self.names}
                 if names & pending != names & set(self.requested):
@@ -227,7 +227,7 @@ class BurstLedger:
             self.finished_binds.discard(uid)
         else:
             self.bindrequests[uid] = pod
-            if ((request.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed"):
+            if bind_finished(request):
                 self.finished_binds.add(uid)
         pending = self.requested.setdefault(named, set())
         if uid in self.bindrequests and uid not in self.finished_binds:
