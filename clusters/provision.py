@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 
 from kai_conformance.clusters import commands, existing, gpu_sharing, gpus, kind, nodes
-from kai_conformance.clusters.install import manifests
+from kai_conformance.clusters.install import kai_sizing, manifests
 from kai_conformance.clusters.install.behaviour import prove_scheduling
 from kai_conformance.clusters.install.common import LABELS
 from kai_conformance.clusters.install.context import InstallContext
@@ -150,7 +150,7 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
         kwok_record = kwok.detect_kwok(kube, settings.kwok_managed)
     elif fake_nodes:  # read kwok's release before installing anything: a run that cannot get it stops here
         kwok_release = kwok.load_kwok(ctx)
-    steps: dict[str, Callable[[], Any]] = {"stack": lambda: (install_stack if settings.install else verify_stack)(ctx)}
+    steps: dict[str, Callable[[], Any]] = {"stack": lambda: _stack(ctx, state)}
     if state.provider == "kind":
         steps["fake GPUs"] = lambda: gpus.fake_gpus(
             tools.client(state.kubeconfig, state.context), settings.topology, state.name, settings.timeouts
@@ -199,6 +199,20 @@ def _provision(settings: Settings, run: RunContext, tools: Toolbox, previous: Cl
     ready.save(run.state_dir)
     progress.report(f"cluster {ready.name} ready: {_versions(done['stack'])}; GPUs {_gpus(ready.gpus)}")
     return ready
+
+
+def _stack(ctx: InstallContext, state: ClusterState) -> dict[str, Any]:
+    """The stack installed (or verified); on kind, KAI's scale-test limits for a run with fake nodes
+    (clusters/install/kai_sizing.py), else what a killed run left of them removed before anything is proven."""
+    settings = ctx.settings
+    components: dict[str, Any] = (install_stack if settings.install else verify_stack)(ctx)
+    if settings.install and state.provider == "kind":
+        kube = ctx.kube_factory()
+        if kai_sizing.wanted(settings.kai_sizing, settings.topology.fake_nodes.count):
+            components["kai"].update(kai_sizing.size(kube, settings.timeouts))
+        elif removed := kai_sizing.unsize(kube, settings.timeouts):
+            progress.report(f"KAI's scale-test limits a killed run left in kai-config removed: {', '.join(removed)}")
+    return components
 
 
 def _kind_record(settings: Settings) -> dict[str, Any]:
@@ -275,6 +289,8 @@ def _release(state: ClusterState, settings: Settings, run: RunContext, tools: To
     deleting = state.provider == "kind" and state.created_by_run and not state.kept
     if settings.topology.fake_nodes.count and not deleting:  # a deleted kind cluster takes its nodes with it
         _remove_fake_nodes(state, settings, run, tools)
+    if ((state.stack.get("components") or {}).get("kai") or {}).get("sizing") and not deleting:
+        _unsize_kai(state, tools)
     try:
         if state.provider == "existing":
             _remove_suite_objects(state, settings, run, tools)
@@ -288,6 +304,18 @@ def _release(state: ClusterState, settings: Settings, run: RunContext, tools: To
             )
     except Exception as exc:  # teardown reports; raising here would hide the test results
         progress.report(f"teardown of cluster {state.name} failed: {exc}")
+
+
+def _unsize_kai(state: ClusterState, tools: Toolbox) -> None:
+    """Its own step, like the fake nodes': what this run filled into kai-config is removed from a kept cluster."""
+    try:
+        if removed := kai_sizing.unsize(tools.client(state.kubeconfig, state.context)):
+            progress.report(f"KAI's scale-test limits removed from kai-config: {', '.join(removed)}")
+    except Exception as exc:
+        progress.report(
+            f"could not remove KAI's scale-test limits from kai-config: {exc}\nfix: `kubectl edit config.kai.scheduler "
+            f"kai-config` and delete the paths its annotation {kai_sizing.FILLED_ANNOTATION} names"
+        )
 
 
 def _remove_fake_nodes(state: ClusterState, settings: Settings, run: RunContext, tools: Toolbox) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from kai_conformance.clusters import commands, tools
 from kai_conformance.clusters.existing import OPT_IN_LABEL
+from kai_conformance.clusters.install import kai_sizing
 from kai_conformance.clusters.install.behaviour import COUNTED_FAILED, ENDED_FAILED
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.state import ClusterState
@@ -22,6 +23,7 @@ from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.run import RunContext
 from tests.fakes.commands import FakeKind, FakeRunner, tools_on_path
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
+from tests.fakes.kai.operator import DEFAULT_LIMITS, kai_config
 from tests.fakes.kube import FakeKube
 
 pytestmark = pytest.mark.usefixtures("fast_polling")
@@ -130,6 +132,18 @@ def test_kept_and_reused_clusters_are_never_deleted(world: World, caplog: pytest
     release(reused, other.run())
     assert world.kind.calls("delete") == []
     assert world.kind.state["clusters"] == ["kc-test"]
+
+
+def test_a_run_without_fake_nodes_removes_the_kai_sizes_a_killed_run_left(world: World, fake: FakeKube) -> None:
+    killed = make_settings(world.tmp, reuse_cluster="kc-test")
+    acquire(killed, world.run(), world.tools())
+    kai_sizing.size(fake, killed.timeouts)  # a run with fake nodes, killed before its end
+    other = World(world.kind, world.stack, world.tmp / "second")
+    state = acquire(make_settings(other.tmp, reuse_cluster="kc-test"), other.run(), other.tools())
+    assert fake.get(kinds.KAI_CONFIG, "kai-config")["spec"] == kai_config()["spec"]
+    binder = fake.get(kinds.DEPLOYMENT, "binder", "kai-scheduler")["spec"]["template"]["spec"]["containers"][0]
+    assert binder["resources"]["limits"] == DEFAULT_LIMITS["binder"]  # rolled back before KAI was proven
+    assert "sizing" not in state.stack["components"]["kai"]
 
 
 def test_a_failure_is_shared_not_repeated_and_the_cluster_still_goes(world: World) -> None:

@@ -2,9 +2,10 @@
 
 What real controllers and webhooks would do, reduced to what the suite observes:
 
-* ``helm upgrade --install`` (answered by the fake runner) creates the chart's Deployment; KAI's operator then
-  creates the operand Deployments and registers the queue webhook a few API calls later (asynchronously, as
-  upstream does); Trainer's webhook fails "calling webhook" for its first calls (the known race).
+* ``helm upgrade --install`` (answered by the fake runner) creates the chart's Deployment (and KAI's ``kai-config``);
+  KAI's operator then creates the operand Deployments and registers the queue webhook a few API calls later
+  (asynchronously, as upstream does) and renders kai-config's limits into them (:mod:`tests.fakes.kai.operator`);
+  Trainer's webhook fails "calling webhook" for its first calls (the known race).
 * Installs create the components' CRDs (serving the versions of ``fixtures/kube/kinds.py``), and Deployments labelled
   and imaged as upstream's; applied CRDs become Established and applied Deployments become Available (a
   running pod with an imageID).
@@ -42,6 +43,7 @@ from kai_conformance.suites.support.expectations.placement import DEFAULT_STRATE
 from tests.builders import unsliced
 from tests.fakes.commands import FakeRunner
 from tests.fakes.controllers import Faults, SimulatedControllers
+from tests.fakes.kai.operator import SimulatedOperator, kai_config
 from tests.fakes.kube import Call, FakeKube
 from tests.fakes.stack import default_shard
 
@@ -200,6 +202,7 @@ class SimulatedStack:
         self.fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
         self.fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
         self.fake.reactors.append(self._controllers)
+        self.operator = SimulatedOperator(self.fake).install()
         self.fake.admission.append(self._webhooks)
         layout = GpuLayout(self.sim_nodes)
         self.workloads = SimulatedControllers(self.fake, layout, faults=self.faults).install(publish=False)
@@ -261,6 +264,8 @@ class SimulatedStack:
         self._put_crds("kai")
         placement = _set_values(argv).get("scheduler", {}).get("placementStrategy", DEFAULT_STRATEGY)
         self.fake.put(default_shard(placement))
+        if self.fake.store.get(("kai.scheduler/v1", "Config", None, "kai-config")) is None:
+            self.fake.put(kai_config())
         self.fake.put(deployment(kai.OPERATOR, kai.NAMESPACE, f"{KAI_REGISTRY}/operator:v0.17.0", KAI_OPERATOR_LABELS))
         self._kai_installed_at = len(self.fake.calls)
 

@@ -25,6 +25,7 @@ from kai_conformance.fixtures.run import RunContext
 from kai_conformance.fixtures.waits import TimeoutPolicy
 from tests.builders import unsliced
 from tests.fakes.installation import SimulatedStack, deployment, make_settings, worker_node
+from tests.fakes.kai.operator import kai_config
 from tests.fakes.kube import FakeKube
 from tests.fakes.kwok import (
     FakeKwok,
@@ -342,9 +343,13 @@ def test_on_kind_the_pinned_kwok_and_the_suites_stages_are_installed_then_nodes_
     assert state.stack["kwok"]["fake_nodes"] == 3
     assert state.stack["kwok"]["probe"]["deleted_pod"].startswith(f"phase Failed, every container terminated with "
                                                                    f"exit code {EVICTED_EXIT_CODE}")  # fmt: skip
+    assert state.stack["components"]["kai"]["sizing"].startswith("KAI's scale-test limits (--kai-sizing auto): ")
+    binder = fake.get(kinds.DEPLOYMENT, "binder", "kai-scheduler")["spec"]["template"]["spec"]["containers"][0]
+    assert binder["resources"]["limits"] == {"cpu": "400m", "memory": "2500Mi"}  # sized before KAI was proven
     release(settings, run_context(tmp_path), toolbox(stack))  # a reused cluster stays; its fake nodes go
     assert fake_node_names(fake) == []
     assert fake.get(kinds.NODE, "kc-test-worker")  # real workers untouched
+    assert fake.get(kinds.KAI_CONFIG, "kai-config")["spec"] == kai_config()["spec"]  # and KAI's sizes are its own
 
 
 def kwok_args(fake: FakeKube) -> list[str]:

@@ -335,3 +335,59 @@ def test_component_health_from_its_deployments() -> None:
         comp.BINDER, False, "Deployment kai-scheduler/binder: 0/1 available"
     )
     assert comp.health(comp.JOB_CONTROLLER, []).up is None
+
+
+BINDER_IMAGE = "ghcr.io/kai-scheduler/kai-scheduler/binder:v0.17.0"
+
+
+def component_pod(name: str, image: str, *, last: str | None = None, now: str | None = None, memory: str = "200Mi",
+                  restarts: int = 4) -> dict:  # fmt: skip
+    def state(reason: str | None) -> dict:
+        return {"terminated": {"reason": reason, "exitCode": 137}} if reason else {"running": {}}
+
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kai-scheduler"},
+            "spec": {"containers": [{"name": "binder", "image": image,
+                                     "resources": {"limits": {"memory": memory}}}]},
+            "status": {"containerStatuses": [{"name": "binder", "image": image, "restartCount": restarts,
+                                              "lastState": state(last), "state": state(now)}]}}  # fmt: skip
+
+
+def test_a_component_the_kernel_killed_for_memory_is_named_with_its_limit_and_fix_even_when_available() -> None:
+    binder = b.deployment("binder", BINDER_IMAGE, available=True)
+    killed = component_pod("binder-7c9", BINDER_IMAGE, last="OOMKilled")
+    health = comp.health(comp.BINDER, [binder], [killed])
+    assert health.up is True
+    assert health.text == (
+        "Deployment kai-scheduler/binder Available (1/1 available); pod kai-scheduler/binder-7c9 killed for memory "
+        "(OOMKilled; 4 restarts; memory limit 200Mi): raise kai-config spec.binder.service.resources.limits.memory "
+        "(on kind with fake nodes the suite raises it: --kai-sizing auto)"
+    )
+    dying = component_pod("binder-7c9", BINDER_IMAGE, now="OOMKilled", memory="")
+    assert "OOMKilled; 4 restarts; memory limit none" in comp.health(comp.BINDER, [binder], [dying]).text
+    other_reason = component_pod("binder-7c9", BINDER_IMAGE, last="Error")
+    other_component = component_pod("pod-grouper-1", "ghcr.io/kai-scheduler/kai-scheduler/podgrouper:v0.17.0",
+                                    last="OOMKilled")  # fmt: skip
+    for pods in ([other_reason], [other_component], []):
+        assert (
+            comp.health(comp.BINDER, [binder], pods).text == "Deployment kai-scheduler/binder Available (1/1 available)"
+        )
+
+
+def test_a_stalled_binding_names_the_binders_oom_kills() -> None:
+    tj, js, job, pods, pg = chain(2)
+    requests = (bind_request(pods[0], phase="Pending"), bind_request(pods[1]))
+    binder = b.deployment("binder", BINDER_IMAGE, available=True)
+    gathered = facts(tj, js, job, *pods, podgroups=(pg,), bindrequests=requests, deployments=(binder,),
+                     component_pods=(component_pod("binder-7c9", BINDER_IMAGE, last="OOMKilled"),))  # fmt: skip
+    found = dg.diagnose(gathered, "gang", 2)
+    assert found.broken is not None and found.broken.component is comp.BINDER
+    assert "killed for memory (OOMKilled; 4 restarts; memory limit 200Mi)" in found.text()
+
+
+def test_gather_reads_the_pods_of_the_components_namespaces_only() -> None:
+    fake = FakeKube()
+    fake.put(b.deployment("binder", BINDER_IMAGE, available=True))
+    fake.put(component_pod("binder-7c9", BINDER_IMAGE, last="OOMKilled"))
+    fake.put({**component_pod("gang-0", "busybox"), "metadata": {"name": "gang-0", "namespace": b.NS}})
+    found = dg.gather(fake, b.NS, Snapshot(taken_at=T0))
+    assert [p["metadata"]["name"] for p in found.component_pods or ()] == ["binder-7c9"]

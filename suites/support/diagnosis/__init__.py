@@ -36,7 +36,13 @@ from typing import TypeVar
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import ConditionNotMet
-from kai_conformance.suites.support.components import JOB_CONTROLLER, JOBSET, TRAINER
+from kai_conformance.suites.support.components import (
+    JOB_CONTROLLER,
+    JOBSET,
+    TRAINER,
+    WITH_DEPLOYMENTS,
+    deployments_of,
+)
 from kai_conformance.suites.support.diagnosis.links import (
     DECIDED,
     Facts,
@@ -55,7 +61,7 @@ from kai_conformance.suites.support.diagnosis.provenance import (
 )
 from kai_conformance.suites.support.expectations import PODGROUPER_USER, QUEUE_LABEL, KaiRow
 from kai_conformance.suites.support.gang_floor import culprit
-from kai_conformance.suites.support.snapshot import Snapshot, labels_of, name_list, name_of
+from kai_conformance.suites.support.snapshot import Obj, Snapshot, labels_of, name_list, name_of
 
 # Facts, Finding and DECIDED stay part of this module's interface (cases and self-tests name them from here).
 __all__ = ["DECIDED", "Diagnosis", "Facts", "Finding", "diagnose", "explain", "explained", "gather", "review"]
@@ -96,7 +102,14 @@ def gather(kube: KubeApi, namespace: str, snap: Snapshot) -> Facts:
         configs = []
     keys = [((c.get("spec") or {}).get("global") or {}).get("queueLabelKey") for c in configs]
     key = next((k for k in keys if k), QUEUE_LABEL)
-    return Facts(snap, bindrequests, deployments, access, key, tuple(unread))
+    pods = attempt("the components' pods", lambda: component_pods(kube, deployments or ()))
+    return Facts(snap, bindrequests, deployments, access, key, tuple(unread), pods)
+
+
+def component_pods(kube: KubeApi, deployments: Sequence[Obj]) -> tuple[Obj, ...]:
+    """The pods in the namespaces of the components' Deployments (a few, never a case's thousands)."""
+    namespaces = sorted({d["metadata"]["namespace"] for c in WITH_DEPLOYMENTS for d in deployments_of(c, deployments)})
+    return tuple(pod for namespace in namespaces for pod in kube.list(kinds.POD, namespace))
 
 
 # ------------------------------------------------------------------------------------------------ the walk

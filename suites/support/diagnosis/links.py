@@ -48,6 +48,8 @@ class Facts:
     access: dict[str, Access] | None = None
     queue_label_key: str = QUEUE_LABEL
     unread: tuple[str, ...] = ()
+    #: The pods of the components' Deployments (their OOM kills: components.health).
+    component_pods: tuple[Obj, ...] | None = ()
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def look(component: Component, *also: str) -> str:
 
 def absent(component: Component, facts: Facts, what: str, detail: str = "") -> Finding:
     """``what`` is missing and ``component`` should have made it: down when its Deployment is not Available."""
-    state = health(component, facts.deployments)
+    state = health(component, facts.deployments, facts.component_pods)
     return Finding(component, f"{what}; {detail}{state.text}", down=state.up is False, fix=look(component))
 
 
@@ -122,7 +124,7 @@ def no_podgroup(facts: Facts, snap: Snapshot, workload: str) -> Finding:
         parts.append(f"{PODGROUPER_WARNING_REASON}: {max(warnings, key=event_time).get('message', '')}")
     blocked = [a for r in (JOBS, JOBSETS, PODGROUPS) if (a := (facts.access or {}).get(r)) and a.granted is False]
     parts += [str(a) for a in blocked]
-    state = health(PODGROUPER, facts.deployments)
+    state = health(PODGROUPER, facts.deployments, facts.component_pods)
     parts.append(state.text)
     fix = (
         f"grant the podgrouper's ClusterRole what KAI's chart grants (kai-scheduler.md §4.6), bound to {PODGROUPER_USER}"
@@ -160,7 +162,7 @@ def scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Findi
         return Finding(
             BINDER,
             f"{len(stuck)} BindRequest(s) for {name_list([p for p, _ in stuck])} {_phase(stuck[0][1])}: the scheduler "
-            f"chose {', '.join(nodes)} and nobody bound them; {health(BINDER, facts.deployments).text}",
+            f"chose {', '.join(nodes)} and nobody bound them; {health(BINDER, facts.deployments, facts.component_pods).text}",
             down=True,
             fix=look(BINDER, "its Deployment's pods and events", "its RBAC for pods/binding"),
         )
@@ -171,7 +173,7 @@ def scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Findi
     ]
     if failed:
         status = failed[0][1].get("status") or {}
-        state = health(BINDER, facts.deployments)
+        state = health(BINDER, facts.deployments, facts.component_pods)
         return Finding(
             BINDER,
             f"binding {name_list([p for p, _ in failed])} failed after {status.get('failedAttempts', 0)} attempt(s): "
@@ -193,7 +195,7 @@ def scheduling(facts: Facts, snap: Snapshot, pg: Obj, chain: list[str]) -> Findi
     if not_ready:
         message = max(not_ready, key=event_time).get("message", "")
         return Finding(SCHEDULER, f"it waits for the gang's pods: {message}", heading=DECIDED)
-    state = health(SCHEDULER, facts.deployments)
+    state = health(SCHEDULER, facts.deployments, facts.component_pods)
     return Finding(
         SCHEDULER,
         f"it has not acted on PodGroup {name_of(pg)}: no BindRequest, no PodScheduled condition on "
