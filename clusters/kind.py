@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from kai_conformance.clusters import commands
+from kai_conformance.clusters import commands, node_images
 from kai_conformance.clusters.nodes import CGROUP_V1_KUBELET_PATCH
 from kai_conformance.clusters.state import ClusterState
 from kai_conformance.clusters.tools import find_tool
@@ -172,6 +172,13 @@ class KindProvider:
         into one archive and imports it once per node, instead of once per image and node)."""
         if not images:
             return
+        there = node_images.already_loaded(self.runner, self._kind(), self.name, images, self.timeouts("api"))
+        if there:
+            progress.report(f"{len(there)} image(s) already on every node of kind cluster {self.name}, with the local "
+                            f"Docker's ID, not loaded again: {', '.join(there)}")  # fmt: skip
+            images = tuple(image for image in images if image not in there)
+            if not images:
+                return
         progress.report(f"loading {len(images)} image(s) into kind cluster {self.name}: {', '.join(images)}")
         argv = [self._kind(), "load", "docker-image", "--name", self.name, *images]
         done = self.runner(argv, timeout=self.timeouts("install"), check=False)

@@ -1,7 +1,8 @@
 """KAI's controllers sized for a run that adds fake nodes, as KAI's own scale tests size them (``--kai-sizing``).
 
 KAI's operator gives its controllers small limits (v0.17.0, ``pkg/apis/kai/v1/binder/binder.go``: the binder
-100m CPU and 200Mi memory; ``cmd/binder/app/options.go``: client qps 50, burst 300, 10 concurrent reconciles). KAI
+100m CPU and 200Mi memory; ``pkg/apis/kai/v1/common/client_config.go``: client qps 20, burst 100;
+``cmd/binder/app/options.go``: 10 concurrent reconciles). KAI
 does not run its own scale tests on them: ``hack/setup-scale-test-env.sh`` (v0.17.0) first patches ``kai-config``
 to the limits of :data:`SCALE_TEST_LIMITS`. The suite found why on real kind: at 1,000 fake nodes, with about 5,500
 pods in the cluster, the default binder was OOMKilled again and again and binding stopped (docs/performance.md), so

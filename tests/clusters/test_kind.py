@@ -3,12 +3,13 @@ reuse, refusal to adopt a foreign cluster, and every failure message (no docker,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kai_conformance.clusters import commands, kind, tools
+from kai_conformance.clusters import commands, kind, node_images, tools
 from kai_conformance.clusters.commands import CommandFailed
 from kai_conformance.clusters.topology import load_topology, with_slices
 from kai_conformance.fixtures import errors
@@ -277,3 +278,85 @@ def test_an_old_docker_that_cannot_save_one_platform_says_what_to_do(
     ):
         p.load_workload_image(WORKLOAD_IMAGE)
     assert fake_kind.state["loaded"] == []
+
+
+# ------------------------------------------------------------------------------------------ images already there
+KAI_IMAGES = ("localhost/kai/binder:v0.17.0", "registry.k8s.io/kwok/kwok:v0.8.0", "busybox")
+LOCAL_IDS = {"localhost/kai/binder:v0.17.0": "sha256:b1", "registry.k8s.io/kwok/kwok:v0.8.0": "sha256:k1",
+             "busybox": "sha256:bb"}  # fmt: skip
+
+
+def crictl_images(*held: tuple[str, str]) -> str:
+    """``crictl images -o json`` of a node holding (name, ID) pairs."""
+    return json.dumps({"images": [{"id": image_id, "repoTags": [name], "size": "1"} for name, image_id in held]})
+
+
+ALL_HELD = crictl_images(("localhost/kai/binder:v0.17.0", "sha256:b1"), ("registry.k8s.io/kwok/kwok:v0.8.0", "sha256:k1"),
+                         ("docker.io/library/busybox:latest", "sha256:bb"))  # fmt: skip
+
+
+def images_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_kind: FakeKind,
+                 listings: dict[str, str | None]) -> tuple[kind.KindProvider, FakeRunner]:  # fmt: skip
+    """docker by a fake runner: the local IDs above, each node's ``crictl images`` (None: the exec fails)."""
+    up(tmp_path)
+    fake_kind.update(nodes=list(listings))
+    runner = docker_world(tmp_path, monkeypatch)
+    runner.on("docker", "image", "inspect", action=lambda argv: "".join(f"{LOCAL_IDS[i]}\n" for i in argv[5:]))
+    for node, listing in listings.items():
+        runner.on("docker", "exec", node, stdout=listing or "", returncode=0 if listing is not None else 1)
+    return kind.KindProvider("kc-test", kind.kubeconfig_path(tmp_path, "kc-test"), TimeoutPolicy(0.1), runner), runner
+
+
+def test_images_every_node_holds_with_the_local_id_are_not_loaded_again(
+    fake_kind: FakeKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stale_kwok = crictl_images(("localhost/kai/binder:v0.17.0", "sha256:b1"), ("registry.k8s.io/kwok/kwok:v0.8.0", "sha256:OLD"),
+                               ("docker.io/library/busybox:latest", "sha256:bb"))  # fmt: skip
+    p, runner = images_world(
+        tmp_path, monkeypatch, fake_kind, {"kc-test-control-plane": ALL_HELD, "kc-test-worker": stale_kwok}
+    )
+    p.load_images(KAI_IMAGES)
+    assert fake_kind.calls("load") == [
+        ["load", "docker-image", "--name", "kc-test", "registry.k8s.io/kwok/kwok:v0.8.0"]
+    ]
+    assert len(runner.commands("docker", "exec")) == 2  # one look per node, not one per image and node
+
+
+def test_nothing_is_loaded_when_every_node_holds_every_image(
+    fake_kind: FakeKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p, _ = images_world(
+        tmp_path, monkeypatch, fake_kind, {"kc-test-control-plane": ALL_HELD, "kc-test-worker": ALL_HELD}
+    )
+    p.load_images(KAI_IMAGES)
+    assert fake_kind.calls("load") == []
+
+
+@pytest.mark.parametrize(
+    "listings",
+    [{"kc-test-control-plane": ALL_HELD, "kc-test-worker": None}, {"kc-test-control-plane": "not json"}, {}],
+    ids=["an-exec-fails", "unreadable-listing", "no-nodes"],
+)
+def test_when_a_node_cannot_be_asked_kind_decides_for_every_image(
+    fake_kind: FakeKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listings: dict[str, str | None]
+) -> None:
+    p, _ = images_world(tmp_path, monkeypatch, fake_kind, listings)
+    p.load_images(KAI_IMAGES)
+    assert fake_kind.calls("load") == [["load", "docker-image", "--name", "kc-test", *KAI_IMAGES]]
+
+
+@pytest.mark.parametrize(
+    ("image", "listed"),
+    [
+        ("busybox", "docker.io/library/busybox:latest"),
+        ("busybox:1.37", "docker.io/library/busybox:1.37"),
+        ("kubeflow/trainer:v2", "docker.io/kubeflow/trainer:v2"),
+        ("localhost/kai/binder:v0.17.0", "localhost/kai/binder:v0.17.0"),
+        ("localhost:5000/kai/binder", "localhost:5000/kai/binder:latest"),
+        ("us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:v0.12.0",
+         "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:v0.12.0"),
+        ("ghcr.io/x/y@sha256:ab", None),
+    ],
+)  # fmt: skip
+def test_an_image_is_looked_for_under_the_name_containerd_lists(image: str, listed: str | None) -> None:
+    assert node_images.normalized(image) == listed

@@ -126,6 +126,8 @@ elif verb == "load docker-image":
 elif verb == "load image-archive":
     with open(args[2]) as f:
         state["loaded"].append(f.read())
+elif verb == "get nodes":
+    print("\\n".join(state.get("nodes", [])))
 elif verb == "get kubeconfig":
     print(KUBECONFIG.format(name=flag("name"), server=state["server"]), end="")
 finish()
