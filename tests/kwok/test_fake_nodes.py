@@ -15,7 +15,7 @@ from kai_conformance.clusters import provision
 from kai_conformance.clusters.kwok import fake_nodes as kwok
 from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.provision import Toolbox, acquire, release
-from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, pod_spec
+from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, NODE_FAILURE_TOLERATIONS, pod_spec
 from kai_conformance.clusters.topology import MAX_FAKE_NODES, load_topology, with_fake_nodes
 from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.configuration.resolution import CATALOG, resolve_settings
@@ -125,11 +125,34 @@ def test_a_fake_node_is_the_suites_own_kwok_node_with_gpus() -> None:
     assert node["status"]["capacity"]["nvidia.com/gpu"] == node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
 
 
-def test_workload_pods_tolerate_exactly_kwoks_taint() -> None:
+def test_workload_pods_tolerate_exactly_kwoks_taint_and_a_node_failure() -> None:
     taint = kwok.KWOK_TAINT
     toleration = pod_spec("busybox")["tolerations"]
-    assert toleration == [KWOK_TOLERATION]
+    assert toleration == [KWOK_TOLERATION, *NODE_FAILURE_TOLERATIONS]
     assert {k: KWOK_TOLERATION[k] for k in ("key", "value", "effect")} == taint
+
+
+def tolerated_for(tolerations: list[dict], taint: dict) -> float | None:
+    """How long a pod with ``tolerations`` stays on a node with ``taint`` (Kubernetes' matching: key, operator
+    Exists or Equal value, effect): inf without tolerationSeconds, None when not tolerated (evicted at once)."""
+    for t in tolerations:
+        if (
+            t.get("key") == taint["key"]
+            and t.get("effect") in (None, "", taint["effect"])
+            and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
+        ):
+            return float(t["tolerationSeconds"]) if "tolerationSeconds" in t else float("inf")
+    return None
+
+
+@pytest.mark.parametrize("key", ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"])
+def test_a_workload_pod_stays_on_a_node_kwok_let_go_not_ready(key: str) -> None:
+    """kube-controller-manager taints a NotReady node NoExecute and evicts what does not tolerate it; the admission
+    plugin's default (300 s) applies only to pods without a toleration of their own."""
+    taint = {"key": key, "effect": "NoExecute"}
+    assert tolerated_for(pod_spec("busybox")["tolerations"], taint) == float("inf")
+    assert tolerated_for([{**t, "tolerationSeconds": 300} for t in NODE_FAILURE_TOLERATIONS], taint) == 300
+    assert tolerated_for([KWOK_TOLERATION], taint) is None
 
 
 def test_a_real_node_with_a_fake_nodes_name_is_never_changed(fake: FakeKube) -> None:
