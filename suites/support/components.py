@@ -40,6 +40,9 @@ TRAINER = Component(
 )
 JOBSET = Component("JobSet controller", ("jobset",), "makes a JobSet's Jobs", "logs-jobset.txt")
 JOB_CONTROLLER = Component("Job controller (kube-controller-manager)", (), "makes a Job's pods")
+NODE_LIFECYCLE = Component(
+    "node lifecycle controller (kube-controller-manager)", (), "evicts the pods of a node NotReady too long"
+)
 #: KAI's operator renders each operand's limits from its Config (clusters/install/kai_sizing.py).
 _KAI_MEMORY = "kai-config spec.{}.service.resources.limits.memory (on kind with fake nodes the suite raises it: --kai-sizing auto)"
 PODGROUPER = Component("KAI podgrouper", ("podgrouper",), "groups the pods into a PodGroup", "logs-kai-podgrouper.txt",

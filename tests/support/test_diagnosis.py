@@ -391,3 +391,36 @@ def test_gather_reads_the_pods_of_the_components_namespaces_only() -> None:
     fake.put({**component_pod("gang-0", "busybox"), "metadata": {"name": "gang-0", "namespace": b.NS}})
     found = dg.gather(fake, b.NS, Snapshot(taken_at=T0))
     assert [p["metadata"]["name"] for p in found.component_pods or ()] == ["binder-7c9"]
+
+
+def evicted_gang() -> tuple[dg.Facts, dict]:
+    """A gang of 2 KAI bound whole; kube-controller-manager then evicted one pod from a NotReady node and its Job made
+    it again (another uid, not bound): 1 of 2 bound, the evicted pod gone but for its event."""
+    tj, js, job, _, pg = chain(2)
+    pods = [b.grouped(b.pod("gang-0", owner=job, node="kc-kwok-0001", bound=1), pg, None),
+            b.grouped(b.pod("gang-1", owner=job), pg, None)]  # fmt: skip
+    evicted = b.pod("gang-1-old", owner=job, node="kc-kwok-0002", bound=1)
+    eviction = b.event(evicted, "TaintManagerEviction", f"Marking for deletion Pod {b.NS}/gang-1-old")
+    requests = (bind_request(pods[0], phase="Succeeded"),)
+    return facts(tj, js, job, *pods, podgroups=(pg,), events=(eviction,), bindrequests=requests), tj
+
+
+def test_a_gang_a_node_failure_broke_is_blamed_on_the_node_lifecycle_not_on_kai() -> None:
+    gathered, tj = evicted_gang()
+    found = dg.diagnose(gathered, tj["metadata"]["name"], 2)
+    assert found.broken is not None and found.broken.component is comp.NODE_LIFECYCLE and found.down
+    assert "1 pod(s) of the gang evicted from a NotReady node (TaintManagerEviction: pod gang-1-old at" in found.text()
+    assert found.gang is None and "placed part of a gang" not in found.text()
+
+
+@pytest.mark.parametrize("failure", [ConditionViolated("gang-never-partial"), ConditionNotMet("settled")])
+def test_a_violation_a_node_failure_caused_is_infrastructure_not_a_product_failure(failure) -> None:
+    gathered, tj = evicted_gang()
+    raised = dg.explained(failure, [_down_free(), dg.diagnose(gathered, tj["metadata"]["name"], 2)])
+    assert isinstance(raised, errors.ComponentDown) and not isinstance(raised, AssertionError)
+    assert raised.component == "node lifecycle controller (kube-controller-manager)"
+    assert str(raised).startswith("the node lifecycle controller evicted pods KAI had placed")
+
+
+def _down_free() -> dg.Diagnosis:
+    return dg.Diagnosis("other", ("TrainJob other",), None)
