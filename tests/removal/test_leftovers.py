@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from kai_conformance.fixtures import waits
 from kai_conformance.fixtures.kube import kinds
 from kai_conformance.fixtures.ownership import stamp
+from kai_conformance.fixtures.plugin import session
 from kai_conformance.fixtures.plugin.session import find_leftovers, kept_namespaces
 from tests.fakes.kube import FakeKube
 
@@ -157,3 +162,30 @@ def test_a_cluster_that_cannot_be_checked_fails_a_passing_run_too(
     assert finished.exitstatus == pytest.ExitCode.TESTS_FAILED
     assert len(said) == 1 and said[0].startswith("this run left objects behind: could not check for leftovers: ")
     assert "connection refused" in said[0]
+
+
+def test_the_wait_for_a_terminating_namespace_says_how_many_pods_are_left_and_how_fast_they_go(
+    fake: FakeKube, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "kai_conformance")
+    monkeypatch.setattr(waits, "PROGRESS_EVERY", 0.0)  # a progress line at every look
+    monkeypatch.setattr(session, "LEFTOVER_POD_COUNT_EVERY", 0.0)
+    fake.put(case_object("Namespace", "kc-going"))
+    for i in range(3):
+        fake.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "kc-going"}})
+
+    def one_pod_goes_per_look(kube: FakeKube, call: Any) -> None:
+        if call.operation == "list" and call.kind == "Pod":
+            pods = sorted(k for k in kube.store if k[1] == "Pod")
+            if pods:
+                kube.store.pop(pods[0])
+            else:
+                kube.store.pop(("v1", "Namespace", None, "kc-going"), None)
+
+    fake.reactors.append(one_pod_goes_per_look)
+    assert session.find_leftovers(fake, "run-1", timeout=5) == []
+    lines = [r.getMessage() for r in caplog.records if "removal of everything the cases created" in r.getMessage()]
+    assert re.search(r"Namespace kc-going \([23] pod\(s\) left in them\)$", lines[0]), lines  # the first count
+    assert any(
+        re.search(r"Namespace kc-going \([12] pod\(s\) left in them, going at [0-9.]+/s\)", line) for line in lines
+    )
