@@ -144,6 +144,24 @@ NODE_FAILURE_TOLERATIONS = (
 )
 
 
+def closed_to_workloads(node: dict) -> str | None:
+    """Why the suite's workload pods may not be placed on ``node`` now (``not Ready``, ``cordoned``, ``taint
+    node.kubernetes.io/not-ready:NoSchedule``), or ``None`` when they may. Its pods tolerate kwok's taint and, once
+    running, a node's failure (:data:`NODE_FAILURE_TOLERATIONS`), but not the NoSchedule taints the node lifecycle
+    controller gives a node until it has seen it Ready, or again once its lease is late. A node that reports no Ready
+    condition at all is not judged by it (the simulated clusters' nodes)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "Ready" and c.get("status") != "True" for c in conditions):
+        return "not Ready"
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and taint.get("key") != KWOK_TOLERATION["key"]:
+            return f"taint {taint.get('key')}:{taint.get('effect')}"
+    return None
+
+
 def pod_spec(
     image: str,
     *,

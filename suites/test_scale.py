@@ -51,7 +51,7 @@ from kai_conformance.suites.support.detectors.verdict import fires
 from kai_conformance.suites.support.expectations import Expectations
 from kai_conformance.suites.support.expectations.placement import SPREAD
 from kai_conformance.suites.support.placement_setting import active_placement
-from kai_conformance.suites.support.scale import Burst, diagnosed, idle_gpus
+from kai_conformance.suites.support.scale import Burst, diagnosed, wait_for_idle_gpus
 
 pytestmark = pytest.mark.scale
 
@@ -73,9 +73,8 @@ def test_a_burst_that_fits_is_bound_gang_by_gang(
     """Every gang of a burst filling 75 % of the cluster is bound whole, never partial on the way."""
     plan = case.plan(ctx.layout)
     skip_unless(bool(plan.gangs), f"the cluster's GPUs ({ctx.layout.describe()}) make no burst")
-    idle = sum(idle_gpus(kube, ctx.layout).values())
-    skip_unless(idle >= plan.gpus, f"the burst needs {plan.gpus} idle GPUs; other pods leave {idle} of "
-                                   f"{ctx.layout.total}")  # fmt: skip
+    room = wait_for_idle_gpus(kube, ctx.layout, plan.gpus, timeouts)
+    skip_unless(room.idle() >= plan.gpus, f"the burst needs {plan.gpus:,} idle GPUs: {room.describe(ctx.layout)}")
     placement = active_placement(kube)
     with submitted_and_settled(case, ctx, kube, workspace, expect, timeouts, record, "burst") as burst:
         whole = burst.burst_bound()

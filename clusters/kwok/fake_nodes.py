@@ -38,6 +38,7 @@ from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.readiness import wait_deployments
 from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.layout import GPU_RESOURCE
+from kai_conformance.clusters.suite_stack import closed_to_workloads
 from kai_conformance.clusters.topology import FakeNodes, Topology, fake_node_name
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.kube import KubeApi, kinds
@@ -90,15 +91,23 @@ def fake_node_selector(run_id: str | None = None) -> str:
     return f"{owned_selector(run_id)},{FAKE_NODE_LABEL}=true"
 
 
-def _ready(node: dict[str, Any] | None) -> bool:
-    conditions = (node or {}).get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def _closed(node: dict[str, Any], gpus: int) -> str | None:
+    """Why a fake node cannot take workloads yet, or ``None``: kwok has not reported it Ready with its GPUs, or the
+    node lifecycle controller has not lifted its ``not-ready`` taint (:func:`~clusters.suite_stack.closed_to_workloads`:
+    at 1,000 fake nodes on kind a burst a minute after all were Ready found 312 closed)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return "not Ready"
+    if gpu_count(node) != gpus:
+        return f"{gpu_count(node)} of {gpus} GPUs"
+    return closed_to_workloads(node)
 
 
 def create_fake_nodes(
     kube: KubeApi, topology: Topology, cluster_name: str, run_id: str, timeouts: TimeoutPolicy
 ) -> dict[str, int]:
-    """Apply the topology's fake nodes and wait until kwok reports each Ready; returns node → GPUs."""
+    """Apply the topology's fake nodes and wait until each has been Ready and open to workloads (:func:`_closed`),
+    in rounds while more open; returns node → GPUs."""
     nodes = fake_nodes(topology, cluster_name, run_id)
     progress.report(f"fake nodes: creating {len(nodes)} kwok nodes × {topology.fake_nodes.gpus} GPUs")
     for node in nodes:
@@ -112,18 +121,25 @@ def create_fake_nodes(
                 "real node. fix: pass another --cluster-name (fake nodes are named <cluster-name>-kwok-NNNN)"
             ) from exc
     names = [n["metadata"]["name"] for n in nodes]
+    opened: set[str] = set()  # seen open at least once: kwok renews a thousand leases late, some are always closing
 
     def probe() -> Observation:
         listed = kube.list(kinds.NODE, labels=fake_node_selector(run_id))
-        ready = {n["metadata"]["name"] for n in listed if _ready(n) and gpu_count(n) == topology.fake_nodes.gpus}
-        pending = [name for name in names if name not in ready]
-        return Observation(not pending, f"{len(names) - len(pending)}/{len(names)} Ready" + (
-            f"; e.g. {', '.join(pending[:3])} not yet" if pending else ""))  # fmt: skip
+        why = {n["metadata"]["name"]: _closed(n, topology.fake_nodes.gpus) for n in listed}
+        opened.update(name for name, closed in why.items() if closed is None)
+        pending = [f"{name} ({why.get(name) or 'not listed'})" for name in names if name not in opened]
+        said = f"{len(names) - len(pending)}/{len(names)} Ready and open to workloads"
+        return Observation(not pending, said + (f"; e.g. {', '.join(pending[:3])} not yet" if pending else ""))
 
-    eventually(probe, what="kwok to report the fake nodes Ready", timeout=timeouts("ready"),
-               failure=errors.WaitTimeout,
-               fix="check kwok's controller (`kubectl -n kube-system logs deploy/kwok-controller`) and that it "
-               f"manages nodes annotated {KWOK_ANNOTATION}=fake")  # fmt: skip
+    eventually_while_shrinking(
+        probe,
+        lambda: len(names) - len(opened),
+        what="kwok to report the fake nodes Ready, and them open to workloads",
+        timeout=timeouts("ready"),
+        failure=errors.WaitTimeout,
+        fix="check kwok's controller (`kubectl -n kube-system logs deploy/kwok-controller`), that it manages nodes "
+        f"annotated {KWOK_ANNOTATION}=fake, and the nodes' taints (`kubectl describe node <name>`)",
+    )
     return {name: topology.fake_nodes.gpus for name in names}
 
 

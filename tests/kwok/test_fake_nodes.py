@@ -169,6 +169,71 @@ def test_nodes_kwok_never_reports_ready_end_in_a_timeout_naming_kwok(fake: FakeK
         kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TimeoutPolicy(scale=0.001))
 
 
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+UNREACHABLE_TAINT = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+
+
+class NodeLifecycle:
+    """kube-controller-manager's node lifecycle controller as it lagged at 1,000 fake nodes on kind: every node is
+    created with its ``not-ready`` taint, and each list of the nodes finds it lifted from ``per_look`` more (none
+    with 0); with ``flapping``, a node whose taint was lifted is tainted ``unreachable`` at the next look (kwok
+    renewing its lease late)."""
+
+    def __init__(self, fake: FakeKube, per_look: int, *, flapping: bool = False) -> None:
+        self.per_look, self.flapping = per_look, flapping
+        self.lifted: list[str] = []
+        self.registered: set[str] = set()
+        fake.reactors.append(self._react)
+
+    def _react(self, fake: FakeKube, call: Any) -> None:
+        if call.kind != "Node":
+            return
+        nodes = [n for n in fake.stored(kinds.NODE) if kwok.FAKE_NODE_LABEL in n["metadata"].get("labels", {})]
+        for node in nodes:  # a node stored since the last call: the controller's first look taints it
+            if node["metadata"]["name"] not in self.registered:
+                self.registered.add(node["metadata"]["name"])
+                node["spec"]["taints"].append(dict(NOT_READY_TAINT))
+        if call.operation != "list":
+            return
+        for node in nodes:
+            if self.flapping and node["metadata"]["name"] in self.lifted:
+                node["spec"]["taints"] = [dict(kwok.KWOK_TAINT), dict(UNREACHABLE_TAINT)]
+        for node in [n for n in nodes if NOT_READY_TAINT in n["spec"]["taints"]][: self.per_look]:
+            node["spec"]["taints"].remove(NOT_READY_TAINT)
+            self.lifted.append(node["metadata"]["name"])
+
+
+def test_fake_nodes_are_ready_once_the_node_lifecycle_controller_has_lifted_their_not_ready_taint(
+    fake: FakeKube,
+) -> None:
+    """At 1,000 fake nodes on kind the filling burst, a minute after every node was Ready, found 312 closed and
+    skipped: a node is ready for the run once it is Ready *and* open to the workload pods."""
+    FakeKwok(fake)
+    lifecycle = NodeLifecycle(fake, per_look=1)
+    topology = with_fake_nodes(unsliced("pr-gate"), 4, 8)
+    kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TIMEOUTS)
+    assert sorted(lifecycle.lifted) == [f"kc-kwok-000{i}" for i in range(1, 5)]
+    assert not [n for n in fake.objects(kinds.NODE) if NOT_READY_TAINT in n["spec"]["taints"]]
+
+
+def test_a_fake_node_closing_again_after_it_opened_does_not_hold_up_the_run(fake: FakeKube) -> None:
+    """kwok renews a thousand leases late and some node is always closing: each must have opened once, not all at
+    the same look."""
+    FakeKwok(fake)
+    lifecycle = NodeLifecycle(fake, per_look=1, flapping=True)
+    kwok.create_fake_nodes(fake, with_fake_nodes(unsliced("pr-gate"), 3, 8), "kc", RUN_ID, TIMEOUTS)
+    assert len(lifecycle.lifted) == 3
+
+
+def test_a_fake_node_whose_taint_is_never_lifted_ends_the_wait_naming_it_and_the_taint(fake: FakeKube) -> None:
+    FakeKwok(fake)
+    NodeLifecycle(fake, per_look=0)
+    topology = with_fake_nodes(unsliced("pr-gate"), 2, 8)
+    with pytest.raises(errors.WaitTimeout, match=r"(?s)0/2 Ready and open to workloads; e.g. kc-kwok-0001 \(taint "
+                       r"node.kubernetes.io/not-ready:NoSchedule\).*describe node"):  # fmt: skip
+        kwok.create_fake_nodes(fake, topology, "kc", RUN_ID, TimeoutPolicy(scale=0.001))
+
+
 def daemonset_pod(name: str, node: str) -> dict:
     """A pod of a DaemonSet that tolerates every taint (kind's kindnet, kube-proxy), bound to ``node``."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system"},

@@ -13,14 +13,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 
 from kai_conformance.clusters.layout import GpuLayout
-from kai_conformance.clusters.suite_stack import KWOK_TOLERATION
+from kai_conformance.clusters.suite_stack import closed_to_workloads
 from kai_conformance.fixtures import progress
 from kai_conformance.fixtures.kube import KubeApi, WatchEvent, kinds
 from kai_conformance.fixtures.kube.informer import Watchers
-from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, TimeoutPolicy, eventually
+from kai_conformance.fixtures.waits import ConditionNotMet, ConditionViolated, Observation, TimeoutPolicy, eventually
 from kai_conformance.fixtures.workspace import Workspace
 from kai_conformance.reports.records import CaseRecorder
 from kai_conformance.suites.support.cases.contract import Manifest
@@ -40,6 +41,8 @@ SUBMITTERS = 8
 #: a ceiling, not the expected pace: on the real controllers on 2 cores a burst of 1,382 pods made PodGroups at about
 #: 1.2 gangs/s. What ends a burst that is stuck is :func:`stall_limit`.
 SECONDS_PER_POD = 1.0
+#: Seconds between two looks at the cluster's GPU room (:func:`wait_for_idle_gpus`): each lists every node and pod.
+ROOM_INTERVAL = 2.0
 
 
 def burst_timeout(timeouts: TimeoutPolicy, plan: BurstPlan) -> float:
@@ -224,17 +227,60 @@ class Burst:
 
 def idle_gpus(kube: KubeApi, layout: GpuLayout) -> dict[str, int]:
     """Free GPUs per GPU node: capacity less every pod on it that has not ended, being deleted or not (KAI counts
-    a releasing pod's GPUs until it is gone), in any namespace. A node no workload pod may be placed on now (not
-    Ready, cordoned, or tainted NoSchedule/NoExecute other than kwok's, which the pods tolerate) has none: at 1,000
-    fake nodes on 2 cores kwok renewed their leases late and tens of them went NotReady for a while, and their GPUs
-    are not KAI's to fill then."""
-    closed = {node["metadata"]["name"] for node in kube.list(kinds.NODE) if not _placeable(node)}
-    free = {node.name: node.gpus for node in layout.gpu_nodes if node.name not in closed}
-    for pod in kube.list(kinds.POD, fields="spec.nodeName!="):
-        node = node_of(pod)
-        if node in free and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            free[node] -= gpus_of(pod)
-    return free
+    a releasing pod's GPUs until it is gone), in any namespace. A node no workload pod may be placed on now
+    (:func:`~clusters.suite_stack.closed_to_workloads`) has none: at 1,000 fake nodes on 2 cores kwok renewed their
+    leases late and hundreds of them went NotReady for a while, and their GPUs are not KAI's to fill then."""
+    return GpuRoom.of(kube, layout).free
+
+
+@dataclass(frozen=True)
+class GpuRoom:
+    """The GPUs a burst may be given now: free GPUs per open GPU node, and the GPU nodes closed to workloads with why."""
+
+    free: dict[str, int]
+    closed: dict[str, str]
+
+    @classmethod
+    def of(cls, kube: KubeApi, layout: GpuLayout) -> GpuRoom:
+        gpu_nodes = {node.name: node.gpus for node in layout.gpu_nodes}
+        closed = {node["metadata"]["name"]: why for node in kube.list(kinds.NODE)
+                  if node["metadata"]["name"] in gpu_nodes and (why := closed_to_workloads(node))}  # fmt: skip
+        free = {name: gpus for name, gpus in gpu_nodes.items() if name not in closed}
+        for pod in kube.list(kinds.POD, fields="spec.nodeName!="):
+            node = node_of(pod)
+            if node in free and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                free[node] -= gpus_of(pod)
+        return cls(free, closed)
+
+    def idle(self) -> int:
+        return sum(self.free.values())
+
+    def describe(self, layout: GpuLayout) -> str:
+        """``5,516 of 8,012 idle; 312 GPU nodes closed to workloads (kc-kwok-0001: taint …, …)``."""
+        said = f"{self.idle():,} of {layout.total:,} idle"
+        if self.closed:
+            named = ", ".join(f"{name}: {why}" for name, why in list(self.closed.items())[:NAMED])
+            said += f"; {len(self.closed)} GPU node(s) closed to workloads ({named}" + (
+                f" and {len(self.closed) - NAMED} more)" if len(self.closed) > NAMED else ")"
+            )
+        return said
+
+
+def wait_for_idle_gpus(kube: KubeApi, layout: GpuLayout, wanted: int, timeouts: TimeoutPolicy) -> GpuRoom:
+    """The GPU room once ``wanted`` GPUs are idle, or as it is after the ``ready`` budget (a look every
+    :data:`ROOM_INTERVAL`). A burst sized for the empty cluster starts only once the cluster is empty enough: at 1,000
+    fake nodes on real kind (2026-12-01) the filling burst, a minute after every fake node had reported Ready, found
+    312 of them closed (NotReady or tainted by the node lifecycle controller: kwok renews their leases late) and
+    skipped."""
+    seen: list[GpuRoom] = []
+
+    def probe() -> Observation:
+        seen[:] = [GpuRoom.of(kube, layout)]
+        return Observation(seen[0].idle() >= wanted, f"{wanted:,} wanted, {seen[0].describe(layout)}")
+
+    with suppress(ConditionNotMet):  # not reached: the case says what it found, and skips
+        eventually(probe, what=f"{wanted:,} idle GPUs for the burst", timeout=timeouts("ready"), interval=ROOM_INTERVAL)
+    return seen[0]
 
 
 @contextmanager
@@ -248,11 +294,3 @@ def diagnosed(burst: Burst, kube: KubeApi, namespace: str) -> Iterator[None]:
         if not suspects:
             raise
         raise Observer(kube, namespace).explain(failure, suspects) from None
-
-
-def _placeable(node: dict) -> bool:
-    ready = all(c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or []
-                if c.get("type") == "Ready")  # fmt: skip
-    taints = [t for t in (node.get("spec") or {}).get("taints") or []
-              if t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") != KWOK_TOLERATION["key"]]  # fmt: skip
-    return ready and not (node.get("spec") or {}).get("unschedulable") and not taints
