@@ -28,6 +28,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kai_conformance.clusters.install.readiness import rollout_incomplete
 from kai_conformance.fixtures import errors, progress
 from kai_conformance.fixtures.kube import KubeApi, kinds
 from kai_conformance.fixtures.waits import Observation, TimeoutPolicy, eventually
@@ -214,7 +215,7 @@ def rollout_pending(deployment: dict[str, Any] | None, limits: dict[str, str], r
     it does)."""
     if deployment is None:
         return "" if removed else "not created"
-    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    spec = deployment.get("spec") or {}
     containers: Sequence[dict[str, Any]] = (spec.get("template") or {}).get("spec", {}).get("containers") or []
     running = {k: str(v) for k, v in ((containers[0].get("resources") or {}).get("limits") or {}).items()} if (
         containers
@@ -223,10 +224,4 @@ def rollout_pending(deployment: dict[str, Any] | None, limits: dict[str, str], r
         return "still given " + ", ".join(f"{k}={v}" for k, v in same.items())
     if not removed and (differ := {k: v for k, v in limits.items() if running.get(k) != v}):
         return "not yet given " + ", ".join(f"{k}={v}" for k, v in differ.items())
-    replicas = spec.get("replicas", 1)
-    if status.get("observedGeneration", 0) < deployment["metadata"].get("generation", 0):
-        return "rollout not observed yet"
-    updated, total, available = (status.get(k, 0) for k in ("updatedReplicas", "replicas", "availableReplicas"))
-    if updated < replicas or total > updated or available < replicas:
-        return f"rolling out ({updated} of {replicas} updated, {available} available, {total - updated} old)"
-    return ""
+    return rollout_incomplete(deployment)

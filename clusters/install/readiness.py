@@ -40,6 +40,19 @@ def deployment_available(deployment: dict[str, Any] | None) -> tuple[bool, str]:
     return False, f"{status.get('readyReplicas', 0)}/{deployment.get('spec', {}).get('replicas', 1)} ready"
 
 
+def rollout_incomplete(deployment: dict[str, Any]) -> str:
+    """Why a Deployment has not finished rolling out its template ("" once it has): as ``kubectl rollout status``
+    judges it, every replica updated and available and no old one left."""
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    replicas = spec.get("replicas", 1)
+    if status.get("observedGeneration", 0) < deployment["metadata"].get("generation", 0):
+        return "rollout not observed yet"
+    updated, total, available = (status.get(k, 0) for k in ("updatedReplicas", "replicas", "availableReplicas"))
+    if updated < replicas or total > updated or available < replicas:
+        return f"rolling out ({updated} of {replicas} updated, {available} available, {total - updated} old)"
+    return ""
+
+
 def wait_deployments(kube: KubeApi, refs: list[tuple[str, str]], timeouts: TimeoutPolicy, component: str) -> float:
     """Wait until every Deployment (namespace, name) exists and is Available; returns the seconds waited."""
     names = ", ".join(f"{ns}/{name}" for ns, name in refs)

@@ -36,6 +36,7 @@ from kai_conformance.clusters.gpus import gpu_count
 from kai_conformance.clusters.install import manifests
 from kai_conformance.clusters.install.context import InstallContext
 from kai_conformance.clusters.install.readiness import wait_deployments
+from kai_conformance.clusters.kwok import sizing as kwok_sizing
 from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.layout import GPU_RESOURCE
 from kai_conformance.clusters.suite_stack import closed_to_workloads
@@ -254,14 +255,20 @@ def install_kwok(ctx: InstallContext, kube: KubeApi, run_id: str, release: Relea
     controller, release_stages = release or load_kwok(ctx)
     origin = ctx.settings.kwok_manifests or pin["controller"]
     progress.report(f"kwok {pin['version']}: installing from {origin}")
-    applied = manifests.apply_all(kube, without_node_ip(controller), ctx.timeouts, "kwok")
+    objects, lease_workers = kwok_sizing.sized(without_node_ip(controller), ctx.settings.topology.fake_nodes.count)
+    applied = manifests.apply_all(kube, objects, ctx.timeouts, "kwok")
     applied += manifests.apply_all(kube, kwok_stages.release_stages_kept(release_stages), ctx.timeouts, "kwok stages")
     for stage in kwok_stages.suite_stages():
         kube.apply(stamp(stage, run_id))
         applied.append(f"Stage {stage['metadata']['name']}")
-    wait_deployments(kube, manifests.deployments_of(controller) or [CONTROLLER], ctx.timeouts, "kwok")
+    deployments = manifests.deployments_of(controller) or [CONTROLLER]
+    wait_deployments(kube, deployments, ctx.timeouts, "kwok")
+    record: dict[str, Any] = {"version": pin["version"], "origin": origin, "objects": len(applied)}
+    if lease_workers is not None:
+        kwok_sizing.wait_rolled_out(kube, deployments, lease_workers, ctx.timeouts)
+        record["node_lease_parallelism"] = lease_workers
     stages = [*kwok_stages.KEPT_RELEASE_STAGES, *(s["metadata"]["name"] for s in kwok_stages.suite_stages())]
-    return {"version": pin["version"], "origin": origin, "objects": len(applied), "stages": stages}
+    return {**record, "stages": stages}
 
 
 def _controllers(kube: KubeApi) -> list[dict[str, Any]]:

@@ -308,6 +308,8 @@ class SimulatedStack:
                     status["conditions"] = [{"type": "Established", "status": "True"}]
             if obj["kind"] == "Deployment" and self.deployments_become_available and not status.get("conditions"):
                 status["conditions"] = [{"type": "Available", "status": "True"}]
+                replicas = (obj.get("spec") or {}).get("replicas", 1)
+                status.update(replicas=replicas, updatedReplicas=replicas, availableReplicas=replicas)
                 self._run_pod(fake, obj)
             if obj["kind"] == "Node" and self.kubelet_mirrors and call.operation in ("get", "list"):
                 gpus = status.get("capacity", {}).get("nvidia.com/gpu")

@@ -297,7 +297,24 @@ def kwok_release_manifests() -> str:
              "args": ["--config=/root/.kwok/kwok.yaml", "--node-ip=$(POD_IP)"],
              "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}]}}},
     }  # fmt: skip
-    return yaml.safe_dump_all([stage_crd, deployment])
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "kwok", "namespace": "kube-system", "labels": {"app": "kwok-controller"}},
+                  "data": {"kwok.yaml": KWOK_CONFIGURATION}}  # fmt: skip
+    return yaml.safe_dump_all([stage_crd, config_map, deployment])
+
+
+#: kwok v0.8.0 kustomize/kwok/kwok.yaml's configuration, reduced to the options the suite reads or must keep.
+KWOK_CONFIGURATION = """\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: 4
+  podPlayStageParallelism: 4
+  manageNodesWithAnnotationSelector: 'kwok.x-k8s.io/node=fake'
+  nodeLeaseDurationSeconds: 40
+  enableCRDs:
+  - Stage
+"""
 
 
 #: kwok v0.8.0 kustomize/stage/pod/fast/pod-ready.yaml's template, reduced: no init containers, readiness gates or IPs.

@@ -13,6 +13,7 @@ import yaml
 
 from kai_conformance.clusters import provision
 from kai_conformance.clusters.kwok import fake_nodes as kwok
+from kai_conformance.clusters.kwok import sizing as kwok_sizing
 from kai_conformance.clusters.kwok import stages as kwok_stages
 from kai_conformance.clusters.provision import Toolbox, acquire, release
 from kai_conformance.clusters.suite_stack import EVICTED_EXIT_CODE, KWOK_TOLERATION, NODE_FAILURE_TOLERATIONS, pod_spec
@@ -438,6 +439,58 @@ def test_on_kind_the_pinned_kwok_and_the_suites_stages_are_installed_then_nodes_
     assert fake_node_names(fake) == []
     assert fake.get(kinds.NODE, "kc-test-worker")  # real workers untouched
     assert fake.get(kinds.KAI_CONFIG, "kai-config")["spec"] == kai_config()["spec"]  # and KAI's sizes are its own
+
+
+def kwok_configuration(fake: FakeKube) -> dict:
+    return yaml.safe_load(fake.get(kinds.CONFIG_MAP, "kwok", "kube-system")["data"]["kwok.yaml"])
+
+
+def test_on_kind_kwok_gets_lease_workers_for_its_fake_nodes_and_is_rolled_out_with_them(
+    stack: SimulatedStack, fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 1,000 fake nodes on kind the release's 4 lease workers renewed 8.9 leases/s, each lease every ~112 s
+    instead of 10 s, and up to 506 nodes were NotReady at once (clusters/kwok/sizing.py)."""
+    monkeypatch.setattr(kwok_sizing, "NODES_PER_LEASE_WORKER", 1)  # 5 nodes stand for 100
+    settings = with_nodes(make_settings(tmp_path, reuse_cluster="kc-test"), 5)
+    state = acquire(settings, run_context(tmp_path), toolbox(stack))
+    options = kwok_configuration(fake)["options"]
+    assert options["nodeLeaseParallelism"] == 5
+    assert options["manageNodesWithAnnotationSelector"] == "kwok.x-k8s.io/node=fake"  # the rest as released
+    controller = fake.get(kinds.DEPLOYMENT, "kwok-controller", "kube-system")
+    assert controller["spec"]["template"]["metadata"]["annotations"] == {kwok_sizing.SIZED_ANNOTATION: "5"}
+    assert state.stack["kwok"]["node_lease_parallelism"] == 5
+
+
+@pytest.mark.parametrize(("nodes", "workers"), [(1, 4), (80, 4), (81, 5), (300, 15), (1000, 50)])
+def test_lease_workers_grow_with_the_fake_nodes_never_below_the_release(nodes: int, workers: int) -> None:
+    objects = yaml.safe_load_all(kwok_release_manifests())
+    sized, given = kwok_sizing.sized([o for o in objects if o], nodes)
+    (config_map,) = [o for o in sized if o["kind"] == "ConfigMap"]
+    assert given == yaml.safe_load(config_map["data"]["kwok.yaml"])["options"]["nodeLeaseParallelism"] == workers
+
+
+def test_kwok_manifests_without_a_configuration_are_left_as_they_are() -> None:
+    objects = [o for o in yaml.safe_load_all(kwok_release_manifests()) if o and o["kind"] != "ConfigMap"]
+    assert kwok_sizing.sized(objects, 1000) == (objects, None)
+
+
+def test_a_kwok_still_rolling_out_its_new_size_is_waited_for(fake: FakeKube) -> None:
+    """Two kwoks would both play the nodes: the install waits until the old pod is gone."""
+    controller = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "kwok-controller", "namespace": "kube-system", "generation": 2},
+        "spec": {"replicas": 1, "template": {"metadata": {"annotations": {kwok_sizing.SIZED_ANNOTATION: "50"}}}},
+        "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1},
+    }  # fmt: skip
+    fake.put(controller)
+    refs = [("kube-system", "kwok-controller")]
+    with pytest.raises(errors.WaitTimeout, match=r"rolling out \(1 of 1 updated, 1 available, 1 old\)"):
+        kwok_sizing.wait_rolled_out(fake, refs, 50, TimeoutPolicy(scale=0.001))
+    with pytest.raises(errors.WaitTimeout, match="not yet given 60 lease workers"):
+        kwok_sizing.wait_rolled_out(fake, refs, 60, TimeoutPolicy(scale=0.001))
+    controller["status"].update(replicas=1)
+    fake.put(controller)
+    kwok_sizing.wait_rolled_out(fake, refs, 50, TimeoutPolicy(scale=0.001))
 
 
 def kwok_args(fake: FakeKube) -> list[str]:
