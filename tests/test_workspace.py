@@ -3,11 +3,22 @@ diagnostics on failure, --keep-namespaces, and a clear error when cleanup itself
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
+from kai_conformance.fixtures import errors
 from kai_conformance.fixtures.kube import kinds
-from kai_conformance.fixtures.ownership import CASE_LABEL, MANAGED_BY, RUN_LABEL, TEST_ID_ANNOTATION, case_label_value
+from kai_conformance.fixtures.ownership import (
+    CASE_LABEL,
+    MANAGED_BY,
+    RUN_LABEL,
+    TEST_ID_ANNOTATION,
+    case_label_value,
+    stamp,
+)
 from kai_conformance.fixtures.workspace import namespace_name
+from tests import builders
 from tests.fakes import shared
 from tests.fakes.kube import FakeKube
 
@@ -258,8 +269,9 @@ def test_a_teardown_that_overruns_while_its_jobs_still_go_keeps_the_cases_verdic
     assert 'name="teardown-overrun"' in junit and " of 300 left, going at " in junit
     assert "(300 Jobs; 5/s assumed); still going" in junit
     deletes = [(c.operation, c.kind) for c in fake.calls if c.operation.startswith("delete")]
-    assert deletes == [("deletecollection", "TrainJob"), ("deletecollection", "JobSet"),
-                       ("deletecollection", "Job"), ("delete", "Namespace")]  # fmt: skip
+    # 300 Jobs are more than one collection delete is trusted with (teardown.COLLECTION_LIMIT): one by one
+    assert deletes == [("deletecollection", "TrainJob"), ("deletecollection", "JobSet"), *[("delete", "Job")] * 300,
+                       ("delete", "Namespace")]  # fmt: skip
     assert fake.objects(kinds.NAMESPACE) == []
 
 
@@ -318,3 +330,39 @@ def test_the_budget_grows_with_the_work_and_never_below_the_cleanup_budget() -> 
     assert removal_budget(TimeoutPolicy(), 0) == 120
     assert removal_budget(TimeoutPolicy(), 3_150) == 120 + 3_150 / REMOVAL_RATE  # issue 34's overload: 750 s
     assert removal_budget(TimeoutPolicy(scale=2), 100) == 2 * (120 + 100 / REMOVAL_RATE)
+
+
+def cancelled_after(fake: FakeKube, per_request: int) -> None:
+    """The API server deletes a collection one object at a time within the request; on real kind at 1,000 fake nodes
+    the client's read timeout cancelled each collection delete of 1,116 TrainJobs after about 330. Here each one
+    deletes ``per_request`` and the client sees the timeout."""
+    deleting = fake._delete_collection
+
+    def cancelled(kind, namespace, labels, propagation):
+        stored = [o["metadata"]["name"] for o in fake.stored(kind, namespace)]
+        if len(stored) <= per_request:
+            return deleting(kind, namespace, labels, propagation)
+        for name in stored[:per_request]:
+            fake._remove(kind, namespace, name)
+        raise errors.Unreachable(f"delete {kind.kind} objects in {namespace}", 0, "Unreachable", "Read timed out.")
+
+    fake._delete_collection = cancelled  # type: ignore[method-assign]
+
+
+def test_a_collection_larger_than_one_delete_is_trusted_with_goes_object_by_object(fake: FakeKube) -> None:
+    """A TrainJob a cancelled collection delete left behind has its JobSet made again by Trainer (real kind, 1,000
+    fake nodes: 790 of 1,116 TrainJobs left, JobSets 670 → 639 → 668 while the teardown re-sent its deletes). More
+    than teardown.COLLECTION_LIMIT objects of a kind are deleted one by one, teardown.IN_FLIGHT at once."""
+    from kai_conformance.fixtures.removal import teardown
+
+    namespace = "kc-test-overload"
+    fake.put(stamp({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, "run"))
+    for index in range(teardown.COLLECTION_LIMIT + 50):
+        trainjob = builders.trainjob(f"t{index}")
+        fake.put({**trainjob, "metadata": {**trainjob["metadata"], "namespace": namespace}})
+    cancelled_after(fake, per_request=30)
+    counted = teardown.count_workloads(fake, [namespace])
+    assert teardown.delete_workloads(fake, namespace, counted) == []
+    assert fake.objects(kinds.TRAIN_JOB, namespace) == []
+    deletes = Counter((c.operation, c.kind) for c in fake.calls if c.operation.startswith("delete"))
+    assert deletes == {("delete", "TrainJob"): 150, ("deletecollection", "JobSet"): 1, ("deletecollection", "Job"): 1}
