@@ -126,6 +126,30 @@ def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(waits, "POLL_INTERVAL", 0.01)
 
 
+class SimulatedClock(waits.Clock):
+    """The waits' clock for a simulated cluster whose controllers act on every API call: a sleep between two looks
+    advances it at once and nothing else does, so a wait of T seconds is T / interval looks whatever the machine is
+    doing (a hold that must outlast three refusals of the simulated KAI failed with a busy machine's slow polls)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def simulated_waits(monkeypatch: pytest.MonkeyPatch) -> SimulatedClock:
+    """The waits run on a :class:`SimulatedClock` (fixtures/waits.py ``CLOCK``); only for flows whose controllers run
+    before every API call, not in a thread of their own (a sleep that takes no time would starve that thread)."""
+    clock = SimulatedClock()
+    monkeypatch.setattr(waits, "CLOCK", clock)
+    return clock
+
+
 @pytest.fixture
 def ctrl_c_raises() -> Iterator[None]:
     """A SIGINT raises KeyboardInterrupt in the main thread during the test, whatever this process inherited: a shell

@@ -150,8 +150,8 @@ def test_the_elastic_control_fails_when_the_detector_is_blind(flow, monkeypatch)
 
 
 # ------------------------------------------------------------------------------------- holds on KAI's refusals
-#: Long enough for a hold to span several polls of the simulated cluster (0.9 s of wall time, a 0.3 s minimum), as
-#: in tests/flows/test_holds.py.
+#: A hold of several looks of the simulated cluster on the waits' simulated clock (0.9 s, a 0.3 s minimum), as in
+#: tests/flows/test_holds.py.
 HOLDING = TimeoutPolicy(scale=0.06)
 
 
@@ -167,6 +167,7 @@ HOLDING = TimeoutPolicy(scale=0.06)
     ],
     ids=["at-its-minimum-behind-the-blocker", "keeps-its-minimum-after-the-eviction"],
 )
+@pytest.mark.usefixtures("simulated_waits")
 def test_the_elastic_holds_end_on_kais_refusals_of_the_surplus(flow, run) -> None:
     h = flow(layout=SMALL)
     h.timeouts = HOLDING
