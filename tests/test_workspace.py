@@ -267,7 +267,7 @@ def test_a_teardown_that_overruns_while_its_jobs_still_go_keeps_the_cases_verdic
     result.assert_outcomes(passed=1)
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="teardown-overrun"' in junit and " of 300 left, going at " in junit
-    assert "(300 Jobs; 5/s assumed); still going" in junit
+    assert "(300 Jobs; 5/s allowed); still going" in junit
     deletes = [(c.operation, c.kind) for c in fake.calls if c.operation.startswith("delete")]
     # 300 Jobs are more than one collection delete is trusted with (teardown.COLLECTION_LIMIT): one by one
     assert deletes == [("deletecollection", "TrainJob"), ("deletecollection", "JobSet"), *[("delete", "Job")] * 300,
