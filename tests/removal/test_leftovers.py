@@ -77,6 +77,42 @@ def test_a_namespace_whose_pods_keep_going_is_waited_for_and_one_that_stalls_is_
     assert find_leftovers(fake, "run-1", timeout=0.05) == ["Namespace kc-stuck"]
 
 
+def test_a_namespace_whose_events_keep_going_after_its_pods_is_waited_for_and_named_when_they_stall(
+    fake: FakeKube,
+) -> None:
+    """Real kind, 1,000 fake nodes: the burst's namespace had no pods left, yet stayed 3 min more while the namespace
+    controller deleted its thousands of events (each collection delete cut off by the API server's request timeout).
+    Counting only pods, the run's end called it left behind. Events that go are progress; events that stall are not,
+    and the leftover says what the namespace controller reported."""
+    fake.put(case_object("Namespace", "kc-burst"))
+    for index in range(3):
+        fake.put({"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"e{index}", "namespace": "kc-burst"}})
+
+    def one_event_per_look_at_them(kube: FakeKube, call) -> None:
+        """Driven by events, not time: each count of the namespace's events (one per budget) finds one fewer."""
+        events = [key for key in kube.store if key[1] == "Event" and key[2] == "kc-burst"]
+        if call.operation == "list" and call.kind == "Event" and events:
+            kube.store.pop(events[0])
+        if not events:
+            kube.store.pop(("v1", "Namespace", None, "kc-burst"), None)
+
+    fake.reactors.append(one_event_per_look_at_them)
+    assert find_leftovers(fake, "run-1", timeout=0.05) == []
+
+    fake.reactors.clear()
+    stuck = case_object("Namespace", "kc-stuck")
+    stuck["status"] = {"phase": "Terminating", "conditions": [
+        {"type": "NamespaceDeletionContentFailure", "status": "True", "message": "Failed to delete all resource types, 1 remaining"},
+        {"type": "NamespaceContentRemaining", "status": "False", "message": "All content successfully removed"},
+    ]}  # fmt: skip
+    fake.put(stuck)
+    fake.put({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "kc-stuck"}})
+    assert find_leftovers(fake, "run-1", timeout=0.05) == [
+        "Namespace kc-stuck (NamespaceDeletionContentFailure: Failed to delete all resource types, 1 remaining; "
+        "1 event(s) still in it)"
+    ]
+
+
 def test_a_leftover_namespace_is_named_with_what_holds_it(fake: FakeKube) -> None:
     """What a slow teardown hands on to the run's end and does not go is an error naming the objects."""
     fake.put(case_object("Namespace", "kc-held"))
