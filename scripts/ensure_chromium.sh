@@ -21,8 +21,10 @@ else
 fi
 echo "ensure_chromium: installing Debian's chromium package (for the report rendering self-test)" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Another apt-get (a provisioning script, unattended upgrades) may hold dpkg's lock: wait for it rather than skip.
+apt_get=("${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600)
 log="$(mktemp)"
-if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } >"$log" 2>&1; then
+if ! { "${apt_get[@]}" update -qq && "${apt_get[@]}" install -y -qq --no-install-recommends chromium fonts-dejavu-core; } >"$log" 2>&1; then
   tail -n 20 "$log" >&2
   echo "ensure_chromium: apt-get could not install chromium; the rendering test will skip" >&2
 fi
